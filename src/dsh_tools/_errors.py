@@ -1,0 +1,197 @@
+"""The error hierarchy, the stable error codes and exception normalization."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable
+from typing import Final
+
+__all__ = [
+    "ABORTED",
+    "ABORTED_BEFORE_DISPATCH",
+    "CODE_RUN_FAILED",
+    "INVALID_ARGS",
+    "INVALID_TOOL_OUTPUT",
+    "TOOL_TIMEOUT",
+    "UNKNOWN_TOOL",
+    "AbortError",
+    "CodeRunFailedError",
+    "ErrorCode",
+    "HarnessError",
+    "JsonSchemaError",
+    "ToolArgsError",
+    "ToolNotFoundError",
+    "ToolOutputError",
+    "ToolTimeoutError",
+    "normalize_message",
+]
+
+
+class ErrorCode(enum.StrEnum):
+    """The stable error codes the library itself produces.
+
+    Codes of user :class:`HarnessError` instances are free-form strings; these seven are the
+    ones a caller can rely on from the runtime, the scheduler and the policies.
+    """
+
+    UNKNOWN_TOOL = "UNKNOWN_TOOL"
+    INVALID_ARGS = "INVALID_ARGS"
+    INVALID_TOOL_OUTPUT = "INVALID_TOOL_OUTPUT"
+    TOOL_TIMEOUT = "TOOL_TIMEOUT"
+    ABORTED = "ABORTED"
+    ABORTED_BEFORE_DISPATCH = "ABORTED_BEFORE_DISPATCH"
+    CODE_RUN_FAILED = "CODE_RUN_FAILED"
+
+
+UNKNOWN_TOOL: Final = ErrorCode.UNKNOWN_TOOL
+INVALID_ARGS: Final = ErrorCode.INVALID_ARGS
+INVALID_TOOL_OUTPUT: Final = ErrorCode.INVALID_TOOL_OUTPUT
+TOOL_TIMEOUT: Final = ErrorCode.TOOL_TIMEOUT
+ABORTED: Final = ErrorCode.ABORTED
+ABORTED_BEFORE_DISPATCH: Final = ErrorCode.ABORTED_BEFORE_DISPATCH
+CODE_RUN_FAILED: Final = ErrorCode.CODE_RUN_FAILED
+
+
+class HarnessError(Exception):
+    """The root of every error with a stable code.
+
+    Raise it (or a subclass) from a tool body, a hook or a policy to fail a call with a
+    machine-readable code: the result's ``error.info`` becomes
+    ``ErrorInfo(<class name>, code)``. ``str(exc)`` is the message.
+
+    Args:
+        message: The human-readable message.
+        code: A stable, machine-readable code (free-form for user errors).
+
+    Example:
+        >>> raise HarnessError("disk full", "ENOSPC")  # doctest: +SKIP
+    """
+
+    code: str
+
+    def __init__(self, message: str, code: str) -> None:
+        super().__init__(message, code)
+        self.code = code
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+class ToolNotFoundError(HarnessError):
+    """Raised when no visible tool has the requested name (code ``UNKNOWN_TOOL``)."""
+
+    def __init__(self, tool_name: str, reachable_from: str | None = None) -> None:
+        msg = f'unknown tool "{tool_name}"'
+        if reachable_from is not None:
+            msg = f"{msg}: {reachable_from}"
+        Exception.__init__(self, tool_name, reachable_from)
+        self.code = ErrorCode.UNKNOWN_TOOL
+        self.tool_name = tool_name
+        self.reachable_from = reachable_from
+        self._message = msg
+
+    def __str__(self) -> str:
+        return self._message
+
+
+class ToolArgsError(HarnessError):
+    """Raised when a call's arguments fail validation (code ``INVALID_ARGS``).
+
+    ``violations`` holds every violation, in the validator's order.
+    """
+
+    def __init__(self, violations: Iterable[str]) -> None:
+        self.violations: tuple[str, ...] = tuple(violations)
+        Exception.__init__(self, self.violations)
+        self.code = ErrorCode.INVALID_ARGS
+
+    def __str__(self) -> str:
+        return "invalid arguments: " + "; ".join(self.violations)
+
+
+class ToolOutputError(HarnessError):
+    """Raised when a tool's value or its rendering is invalid (code ``INVALID_TOOL_OUTPUT``)."""
+
+    def __init__(self, tool_name: str, violations: Iterable[str]) -> None:
+        self.tool_name = tool_name
+        self.violations: tuple[str, ...] = tuple(violations)
+        Exception.__init__(self, tool_name, self.violations)
+        self.code = ErrorCode.INVALID_TOOL_OUTPUT
+
+    def __str__(self) -> str:
+        return f'tool "{self.tool_name}" returned invalid output: ' + "; ".join(self.violations)
+
+
+class ToolTimeoutError(HarnessError):
+    """Raised by the timeout policy when a call's own deadline fired (code ``TOOL_TIMEOUT``)."""
+
+    def __init__(self, timeout: float) -> None:
+        self.timeout = timeout
+        Exception.__init__(self, timeout)
+        self.code = ErrorCode.TOOL_TIMEOUT
+
+    def __str__(self) -> str:
+        return f"tool call timed out after {float(self.timeout)!r}s"
+
+
+_ABORT_MESSAGES: Final = {
+    ErrorCode.ABORTED: "tool call aborted",
+    ErrorCode.ABORTED_BEFORE_DISPATCH: "tool call aborted before dispatch",
+}
+
+
+class AbortError(HarnessError):
+    """A call was aborted: ``ABORTED`` (its body had started) or ``ABORTED_BEFORE_DISPATCH``.
+
+    Raises:
+        ValueError: for any other code.
+    """
+
+    def __init__(self, code: str) -> None:
+        try:
+            message = _ABORT_MESSAGES[code]  # type: ignore[index]
+        except (KeyError, TypeError):
+            raise ValueError(
+                f"AbortError code must be ABORTED or ABORTED_BEFORE_DISPATCH, got {code!r}"
+            ) from None
+        Exception.__init__(self, code)
+        self.code = ErrorCode(code)
+        self._message = message
+
+    def __str__(self) -> str:
+        return self._message
+
+
+class CodeRunFailedError(HarnessError):
+    """A Code Mode program failed (code ``CODE_RUN_FAILED``); reserved for Code Mode."""
+
+    def __init__(self, message: str) -> None:
+        Exception.__init__(self, message)
+        self.code = ErrorCode.CODE_RUN_FAILED
+
+
+class JsonSchemaError(ValueError):
+    """Raised when a JSON Schema falls outside the supported subset.
+
+    ``violations`` lists every problem found, each ``<pointer>: <problem>``.
+    """
+
+    def __init__(self, violations: Iterable[str]) -> None:
+        self.violations: tuple[str, ...] = tuple(violations)
+        super().__init__(self.violations)
+
+    def __str__(self) -> str:
+        return "unsupported JSON Schema: " + "; ".join(self.violations)
+
+
+def normalize_message(exc: BaseException) -> str:
+    """Return the message of a raised exception, as results carry it.
+
+    ``str(exc)``; the class name when that is empty; ``<unprintable thrown value>`` when
+    ``str()`` itself raises.
+    """
+    try:
+        message = str(exc)
+    except Exception:
+        return "<unprintable thrown value>"
+    return message or type(exc).__name__

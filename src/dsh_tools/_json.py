@@ -1,0 +1,327 @@
+"""The lossless JSON boundary: ``freeze_json``, ``thaw_json`` and ``FrozenDict``.
+
+Everything that crosses into the runtime (arguments, values, meta, schemas, context sources)
+goes through :func:`freeze_json`. Both walks are iterative so that a nesting depth of 5000
+(or far more) never touches Python's recursion limit.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from collections.abc import Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, NoReturn, TypeAlias, final
+
+__all__ = [
+    "FrozenDict",
+    "JsonValue",
+    "freeze_json",
+    "is_lossless_str",
+    "thaw_json",
+]
+
+if TYPE_CHECKING:
+    from typing_extensions import Self
+
+#: A frozen JSON value: ``None``, ``bool``, ``int``, ``float``, ``str``, a ``tuple`` of frozen
+#: values, or a :class:`FrozenDict`. Mutable ``list``/``dict`` inputs are accepted by
+#: :func:`freeze_json` and come out as tuples and ``FrozenDict`` instances.
+JsonValue: TypeAlias = Any
+
+_LOG2_10 = math.log2(10)
+
+
+def is_lossless_str(s: str) -> bool:
+    """Return whether ``s`` encodes as UTF-8, i.e. holds no unpaired surrogate."""
+    if s.isascii():
+        return True
+    try:
+        s.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _type_name(t: type) -> str:
+    if t.__module__ == "builtins":
+        return t.__qualname__
+    return f"{t.__module__}.{t.__qualname__}"
+
+
+class _NotLossless(Exception):
+    """Internal: carries a reason; the caller adds the path."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+def _int_ok(value: int) -> bool:
+    limit = sys.get_int_max_str_digits()
+    if limit == 0:
+        return True
+    bits = value.bit_length()
+    # A number of b bits has at most floor(b * log10(2)) + 1 digits: cheap, exact enough to
+    # accept every ordinary int without formatting it.
+    if bits <= (limit - 1) * _LOG2_10:
+        return True
+    try:
+        str(value)
+    except ValueError:
+        return False
+    return True
+
+
+def _check_scalar(value: object, t: type) -> bool:
+    """Check a scalar leaf. Return ``True`` for a scalar, ``False`` for a container/other.
+
+    Raises ``_NotLossless`` for a scalar that is not lossless.
+    """
+    if t is str:
+        if not is_lossless_str(value):  # type: ignore[arg-type]
+            raise _NotLossless("unpaired surrogate")
+        return True
+    if t is int:
+        if not _int_ok(value):  # type: ignore[arg-type]
+            raise _NotLossless("integer too large")
+        return True
+    if t is float:
+        f: float = value  # type: ignore[assignment]
+        if f != f or f in (math.inf, -math.inf):
+            raise _NotLossless("non-finite float")
+        if f == 0.0 and math.copysign(1.0, f) < 0:
+            raise _NotLossless("negative zero")
+        return True
+    return value is None or t is bool
+
+
+@final
+class FrozenDict(dict[str, Any]):
+    """A read-only, deeply frozen, hashable ``dict``.
+
+    The constructor takes what ``dict`` takes, requires ``str`` keys and passes every value
+    through :func:`freeze_json`. Every mutating method raises ``TypeError``. Being a ``dict``,
+    it goes through ``json.dumps``, cattrs and any code that accepts a ``dict`` with no copy.
+
+    Example:
+        >>> fd = FrozenDict({"tags": ["a"]})
+        >>> fd["tags"]
+        ('a',)
+    """
+
+    __slots__ = ("_hash",)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        dict.update(self, freeze_json(dict(*args, **kwargs)))
+        self._hash: int | None = None
+
+    @classmethod
+    def _from_frozen(cls, pairs: Iterable[tuple[str, Any]] | Mapping[str, Any]) -> Self:
+        """Build from already-frozen pairs without re-checking them (internal fast path)."""
+        self = dict.__new__(cls)
+        dict.update(self, pairs)
+        self._hash = None
+        return self
+
+    def _readonly(self, *args: object, **kwargs: object) -> NoReturn:
+        raise TypeError("FrozenDict is read-only")
+
+    __setitem__ = _readonly
+    __delitem__ = _readonly
+    __ior__ = _readonly  # type: ignore[assignment]
+    clear = _readonly
+    pop = _readonly
+    popitem = _readonly
+    setdefault = _readonly
+    update = _readonly
+
+    def __hash__(self) -> int:  # type: ignore[override]
+        h = self._hash
+        if h is None:
+            h = self._hash = hash(frozenset(self.items()))
+        return h
+
+    def __reduce__(self) -> tuple[type[FrozenDict], tuple[dict[str, Any]]]:
+        return (FrozenDict, (dict(self),))
+
+    def __copy__(self) -> FrozenDict:
+        return self
+
+    def __deepcopy__(self, memo: dict[int, object]) -> FrozenDict:
+        return self
+
+    def __repr__(self) -> str:
+        return f"FrozenDict({dict.__repr__(self)})"
+
+    def __or__(self, other: object) -> FrozenDict:  # type: ignore[override]
+        if not isinstance(other, dict):
+            return NotImplemented
+        merged = dict(self)
+        merged.update(other)
+        return FrozenDict(merged)
+
+
+def _path_str(parts: Iterable[object]) -> str:
+    out = []
+    for p in parts:
+        if p == "$" and not out:
+            out.append("$")
+        elif isinstance(p, int):
+            out.append(f"[{p}]")
+        else:
+            out.append(f".{p}")
+    return "".join(out)
+
+
+class _Frame:
+    __slots__ = ("changed", "items", "keys", "n", "out", "pos", "src")
+
+    def __init__(self, src: Any, keys: list[Any] | None, items: list[Any]) -> None:
+        self.src = src
+        self.keys = keys
+        self.items = items
+        self.n = len(items)
+        self.pos = 0
+        self.out: list[Any] = []
+        self.changed = type(src) is not tuple
+
+
+def _open_frame(node: Any, t: type) -> _Frame:
+    if t is dict:
+        keys = list(node)
+        return _Frame(node, keys, [node[k] for k in keys])
+    if t is list:
+        return _Frame(node, None, list(node))
+    return _Frame(node, None, node)  # tuple: already immutable, index it directly
+
+
+def _fail(frames: list[_Frame], reason: str, *, at_container: bool = False) -> NoReturn:
+    """Raise with the path of the item being processed (or of its container, for keys)."""
+    parts: list[object] = ["$"]
+    for f in frames[:-1] if at_container else frames:
+        i = f.pos - 1
+        parts.append(f.keys[i] if f.keys is not None else i)
+    raise TypeError(f"not lossless JSON: {reason} at {_path_str(parts)}")
+
+
+def freeze_json(value: object) -> JsonValue:
+    """Return a deeply immutable copy of a lossless JSON value (iteratively).
+
+    ``list`` becomes ``tuple``, ``dict`` becomes :class:`FrozenDict`; scalars, frozen dicts
+    and tuples whose items are already frozen are returned as they are, so
+    ``freeze_json(x) is x`` for every frozen ``x``.
+
+    Raises:
+        TypeError: ``not lossless JSON: <reason> at <path>`` for NaN/±inf, ``-0.0``, an int
+            over the digit limit, a non-``str`` key, a cycle, an unpaired surrogate or any
+            other type (subclasses of ``dict``/``list`` included).
+
+    Example:
+        >>> freeze_json({"a": [1, 2]})
+        FrozenDict({'a': (1, 2)})
+    """
+    t = type(value)
+    try:
+        if _check_scalar(value, t):
+            return value
+    except _NotLossless as exc:
+        raise TypeError(f"not lossless JSON: {exc.reason} at $") from None
+    if t is FrozenDict:
+        return value
+    if t is not dict and t is not list and t is not tuple:
+        raise TypeError(f"not lossless JSON: unsupported type {_type_name(t)} at $")
+    return _freeze_container(value, t)
+
+
+def _freeze_container(root: Any, root_type: type) -> JsonValue:
+    on_path = {id(root)}
+    frames = [_open_frame(root, root_type)]
+    if frames[0].keys is not None:
+        _check_keys(frames, frames[0])
+    while True:
+        f = frames[-1]
+        if f.pos < f.n:
+            child = f.items[f.pos]
+            f.pos += 1
+            ct = type(child)
+            try:
+                if _check_scalar(child, ct):
+                    f.out.append(child)
+                    continue
+            except _NotLossless as exc:
+                _fail(frames, exc.reason)
+            if ct is FrozenDict:
+                f.out.append(child)
+                continue
+            if ct is not dict and ct is not list and ct is not tuple:
+                _fail(frames, f"unsupported type {_type_name(ct)}")
+            if id(child) in on_path:
+                _fail(frames, "cycle")
+            on_path.add(id(child))
+            nf = _open_frame(child, ct)
+            frames.append(nf)
+            if nf.keys is not None:
+                _check_keys(frames, nf)
+            continue
+        # Every item is done: build this container and hand it to the parent.
+        frames.pop()
+        on_path.discard(id(f.src))
+        result: Any
+        if f.keys is not None:
+            result = FrozenDict._from_frozen(zip(f.keys, f.out, strict=True))
+        elif f.changed:
+            result = tuple(f.out)
+        else:
+            result = f.src
+        if not frames:
+            return result
+        parent = frames[-1]
+        parent.out.append(result)
+        if result is not f.src:
+            parent.changed = True
+
+
+def _check_keys(frames: list[_Frame], f: _Frame) -> None:
+    assert f.keys is not None
+    for key in f.keys:
+        if type(key) is not str:
+            _fail(frames, "non-str key", at_container=True)
+        if not is_lossless_str(key):
+            _fail(frames, "unpaired surrogate", at_container=True)
+
+
+def thaw_json(value: JsonValue) -> Any:
+    """Return a fresh plain copy (``dict``/``list``) of a JSON value, iteratively.
+
+    Tuples become lists and every ``dict`` (frozen or not) a new ``dict``; scalars are
+    returned as they are.
+    """
+    if not isinstance(value, (dict, list, tuple)):
+        return value
+    root: Any = {} if isinstance(value, dict) else []
+    stack: list[tuple[Iterator[Any], Any]] = [(_iter_children(value), root)]
+    while stack:
+        it, out = stack[-1]
+        for key, child in it:
+            if isinstance(child, (dict, list, tuple)):
+                new: Any = {} if isinstance(child, dict) else []
+                _put(out, key, new)
+                stack.append((_iter_children(child), new))
+                break
+            _put(out, key, child)
+        else:
+            stack.pop()
+    return root
+
+
+def _iter_children(node: Any) -> Iterator[tuple[Any, Any]]:
+    if isinstance(node, dict):
+        return iter(node.items())
+    return ((None, item) for item in node)
+
+
+def _put(out: Any, key: Any, child: Any) -> None:
+    if type(out) is dict:
+        out[key] = child
+    else:
+        out.append(child)

@@ -1,0 +1,568 @@
+"""The execution pipeline, stage by stage (runtime.md §7, §8, §13).
+
+``ToolRuntime.execute()`` is exactly :func:`create`, :func:`prepare`, :func:`dispatch`,
+:func:`finalize` / :func:`finish` run back to back, and ``dsh_sched`` drives the same stages
+through ``dsh_tools.lowlevel``. The stages add no schedule point of their own: only hooks,
+approval and bodies yield (plus the cancel point at the start of :func:`prepare`).
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from functools import partial
+from typing import TYPE_CHECKING, Any, Final, final
+
+import attrs
+import trio
+
+from ._approval import resolve_ask
+from ._calls import ExecState, Stage, ToolCall, ToolExecution, ToolRunContext
+from ._content import TextContent, to_blocks
+from ._decisions import UNSET, Accept, Allow, Ask, Block, Deny
+from ._definition import close_awaitable
+from ._errors import ToolNotFoundError, ToolOutputError, normalize_message
+from ._json import freeze_json
+from ._results import (
+    ToolError,
+    ToolResult,
+    aborted_result,
+    blocks_lossless,
+    error_result,
+    replace_content,
+    replace_contexts,
+    result_strings_lossless,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from ._definition import ToolDefinition
+    from ._registry import Registry
+    from ._runtime import ToolRuntime
+
+__all__ = [
+    "NeedsFinalize",
+    "NeedsFinish",
+    "ReadyToDispatch",
+    "cancelled_result",
+    "create",
+    "dispatch",
+    "finalize",
+    "finish",
+    "is_cancellation",
+]
+
+logger = logging.getLogger("dsh_tools")
+
+_ALLOW: Final = Allow()
+_ACCEPT: Final = Accept()
+_ARGS_NOT_LOSSLESS: Final = "tool execution arguments must be losslessly JSON-serializable"
+_RESULT_NOT_LOSSLESS: Final = "tool result must be losslessly JSON-serializable"
+
+
+@final
+@attrs.frozen
+class ReadyToDispatch:
+    """Stage 1 allowed the call: hand it to :func:`dispatch`."""
+
+    execution: ToolExecution
+
+
+@final
+@attrs.frozen
+class NeedsFinalize:
+    """A result that still goes through post-execute: hand it to :func:`finalize`."""
+
+    execution: ToolExecution
+    result: ToolResult
+
+
+@final
+@attrs.frozen
+class NeedsFinish:
+    """A final result that skips post-execute: hand it to :func:`finish`."""
+
+    execution: ToolExecution
+    result: ToolResult
+
+
+# -- stage 0 ------------------------------------------------------------------------------
+
+
+def create(runtime: ToolRuntime, call: ToolCall) -> ToolExecution:
+    """Stage 0 (synchronous): snapshot the call into a frozen :class:`ToolExecution`.
+
+    Resolves the tool visible now and captures its ``finalize_content``; snapshots the
+    arguments with ``freeze_json``. Arguments that are not lossless JSON make the call a
+    final result (``prepare`` returns it as :class:`NeedsFinish`).
+
+    Raises:
+        TypeError: ``call`` is not a ``ToolCall``.
+        ValueError: ``call.scope`` belongs to another runtime.
+    """
+    if type(call) is not ToolCall:
+        raise TypeError(f"execute() expects a ToolCall, got {type(call).__name__}")
+    scope = call.scope
+    if scope is not None and scope.runtime is not runtime:
+        raise ValueError("scope belongs to a different runtime")
+    state = ExecState(runtime)
+    defn = runtime._registry.resolve(call.name, scope)
+    if defn is not None:
+        state.finalizer = defn.finalize_content
+    try:
+        arguments = freeze_json(call.arguments)
+    except TypeError:
+        execution = ToolExecution._make(call, None, state)
+        state.stage0_error = error_result(TypeError(_ARGS_NOT_LOSSLESS))
+        return execution
+    return ToolExecution._make(call, arguments, state)
+
+
+# -- stage 1 ------------------------------------------------------------------------------
+
+
+def _require(state: ExecState, stage: int, name: str) -> None:
+    if state.stage != stage:
+        raise RuntimeError(f"execution is not ready for {name}")
+
+
+async def prepare(execution: ToolExecution) -> ReadyToDispatch | NeedsFinalize | NeedsFinish:
+    """Stage 1: the caller's cancel point, check A, pre-execute, approval, guards, check C.
+
+    Returns :class:`NeedsFinish` for a stage-0 failure and every final result of this stage,
+    :class:`NeedsFinalize` for a denial or an abort noticed after pre-execute, and
+    :class:`ReadyToDispatch` otherwise. ``trio.Cancelled`` propagates.
+    """
+    state = execution._state
+    _require(state, Stage.CREATED, "prepare")
+    state.stage = Stage.PREPARING
+    # The caller's own cancellation is noticed before check A (runtime.md §7.2 step 1).
+    await trio.lowlevel.checkpoint_if_cancelled()
+    if state.stage0_error is not None:
+        return _needs_finish(state, execution, state.stage0_error)
+    abort = execution.abort
+    if abort.aborted:  # check A
+        return _needs_finish(state, execution, aborted_result(False))
+    try:
+        registry = state.runtime._registry
+        hooks = registry.hooks("pre", execution.scope)
+        decision = await _run_pre(hooks, 0, execution) if hooks else _ALLOW
+        denial: str | None
+        if type(decision) is Ask:
+            denial, cancelled = await resolve_ask(state.runtime.approval, execution, decision.reason)
+            if cancelled and abort.aborted:  # check B
+                return _needs_finalize(state, execution, aborted_result(False))
+        elif type(decision) is Deny:
+            denial = decision.reason
+        else:
+            denial = None
+        if denial is None:
+            denial = _evaluate_guards(registry, execution)
+        if denial is not None:
+            return _needs_finalize(state, execution, _denial_result(denial))
+        if abort.aborted:  # check C
+            return _needs_finalize(state, execution, aborted_result(False))
+    except Exception as exc:
+        return _needs_finish(state, execution, error_result(exc))
+    state.stage = Stage.READY
+    return ReadyToDispatch(execution)
+
+
+def _needs_finish(state: ExecState, execution: ToolExecution, result: ToolResult) -> NeedsFinish:
+    state.stage = Stage.NEEDS_FINISH
+    return NeedsFinish(execution, result)
+
+
+def _needs_finalize(
+    state: ExecState, execution: ToolExecution, result: ToolResult
+) -> NeedsFinalize:
+    state.stage = Stage.NEEDS_FINALIZE
+    return NeedsFinalize(execution, result)
+
+
+def _denial_result(reason: str) -> ToolResult:
+    return ToolResult._trusted(
+        is_error=True, content=(TextContent("Error: " + reason),), error=ToolError(reason)
+    )
+
+
+async def _run_pre(hooks: tuple[Any, ...], i: int, execution: ToolExecution) -> Any:
+    if i == len(hooks):
+        return _ALLOW
+    decision = await hooks[i](execution, partial(_run_pre, hooks, i + 1, execution))
+    kind = type(decision)
+    if kind is not Allow and kind is not Deny and kind is not Ask:
+        close_awaitable(decision)
+        raise TypeError(
+            f"tools/pre-execute hook returned {kind.__name__}; expected Allow, Deny or Ask"
+        )
+    return decision
+
+
+def _evaluate_guards(registry: Registry, execution: ToolExecution) -> str | None:
+    # Snapshot every table first: a guard registered or disposed during the walk takes
+    # effect from the next call (the tables are copy-on-write tuples).
+    scope = execution.scope
+    tables = [registry.global_owner.guards]
+    if scope is not None:
+        tables.extend(owner.guards for owner in scope._chain)
+    for table in tables:
+        for guard in table:
+            verdict = guard(execution)
+            if verdict is None:
+                continue
+            if isinstance(verdict, str):
+                return str(verdict)
+            close_awaitable(verdict)
+            raise TypeError(f"guard returned {type(verdict).__name__}; expected str or None")
+    return None
+
+
+# -- stage 2 ------------------------------------------------------------------------------
+
+
+async def dispatch(step: ReadyToDispatch) -> NeedsFinalize | NeedsFinish:
+    """Stage 2: the ``tools/execute`` wrappers around the tool body.
+
+    Returns :class:`NeedsFinalize` with the dispatch result (contexts attached, check F
+    applied), or :class:`NeedsFinish` when a wrapper failed. ``trio.Cancelled`` of an outer
+    scope propagates; the ``Abort`` never cancels a wrapper.
+    """
+    if type(step) is not ReadyToDispatch:
+        raise TypeError(f"dispatch() expects a ReadyToDispatch, got {type(step).__name__}")
+    execution = step.execution
+    state = execution._state
+    _require(state, Stage.READY, "dispatch")
+    state.stage = Stage.DISPATCHING
+    try:
+        hooks = state.runtime._registry.hooks("execute", execution.scope)
+        if hooks:
+            result = await _run_wrappers(hooks, 0, execution)
+            result = _normalize(state, execution, result)
+        else:
+            result = await _base(execution)
+    except Exception as exc:
+        # A wrapper failed (or normalization did): final, and the deferred contexts go.
+        return _needs_finish(state, execution, error_result(exc))
+    finally:
+        state.ctx_active = False
+    deferred = state.deferred
+    if deferred:
+        result = replace_contexts(result, (*deferred, *result.additional_contexts))
+    if execution.abort.aborted and not result.is_error:  # check F
+        result = aborted_result(state.body_started, result.additional_contexts)
+    return _needs_finalize(state, execution, result)
+
+
+async def _run_wrappers(hooks: tuple[Any, ...], i: int, execution: ToolExecution) -> ToolResult:
+    if i == len(hooks):
+        return await _base(execution)
+    result = await hooks[i](execution, partial(_run_wrappers, hooks, i + 1, execution))
+    if type(result) is not ToolResult:
+        close_awaitable(result)
+        raise TypeError(
+            f"tools/execute wrapper returned {type(result).__name__}; expected ToolResult"
+        )
+    return result
+
+
+_NO_VALUE: Final[Any] = object()
+
+
+async def _base(execution: ToolExecution) -> ToolResult:
+    """The default of the wrapper chain: checks D1/D2, the body, check E."""
+    state = execution._state
+    abort = execution.abort
+    if abort.aborted:  # check D1
+        return _canonical(state, aborted_result(False))
+    defn = state.runtime._registry.resolve(execution.name, execution.scope)
+    if defn is None:
+        return _canonical(state, error_result(ToolNotFoundError(execution.name)))
+    result: ToolResult | None = None
+    value = _NO_VALUE
+    with abort.move_on_abort():
+        # Check D2: an enclosing scope (a wrapper's, the caller's) already cancelled raises
+        # here, before the body. Not the per-call scope: D1 just saw the Abort unfired.
+        await trio.lowlevel.checkpoint_if_cancelled()
+        state.body_started = True
+        try:
+            value = await defn.execute(execution.arguments, ToolRunContext._make(execution))
+        except Exception as exc:
+            # Kept even when the abort caused it: any error beats cancellation.
+            result = error_result(exc)
+    if result is None:
+        if value is _NO_VALUE:
+            # The per-call scope absorbed the Cancelled the Abort caused.
+            result = aborted_result(True)
+        else:
+            try:
+                result = build_success(defn, execution, state, value)
+            except ToolOutputError as exc:
+                result = error_result(exc)
+            else:
+                if abort.aborted:  # check E
+                    result = aborted_result(True)
+    return _canonical(state, result)
+
+
+def _canonical(state: ExecState, result: ToolResult) -> ToolResult:
+    if state.canonical is None:
+        state.canonical = [result]
+    else:
+        state.canonical.append(result)
+    return result
+
+
+def _normalize(state: ExecState, execution: ToolExecution, result: ToolResult) -> ToolResult:
+    if result.is_error or state.is_canonical(result):
+        return result
+    # A success the base did not produce (short-circuit, cache, evolve): rebuild it from its
+    # value against the live definition; its content, meta and concludes_turn are ignored.
+    defn = state.runtime._registry.resolve(execution.name, execution.scope)
+    if defn is None:
+        raise ToolNotFoundError(execution.name)
+    rebuilt = build_success(defn, execution, state, result.value)
+    return replace_contexts(rebuilt, result.additional_contexts)
+
+
+def build_success(
+    defn: ToolDefinition, execution: ToolExecution, state: ExecState, value: object
+) -> ToolResult:
+    """Build a success from a raw value (runtime.md §7.6).
+
+    Raises:
+        ToolOutputError: at the first failing step.
+    """
+    name = execution.name
+    try:
+        frozen = freeze_json(value)
+    except TypeError:
+        raise ToolOutputError(name, ["value is not lossless JSON"]) from None
+    output = defn.output
+    violations = output._validator.validate(frozen, "value")
+    if violations:
+        raise ToolOutputError(name, violations)
+    arguments = execution.arguments
+    try:
+        blocks = output.render(arguments, frozen)
+    except Exception as exc:
+        raise ToolOutputError(name, [f"output.render failed: {normalize_message(exc)}"]) from exc
+    content = _as_blocks(blocks)
+    if content is None:
+        close_awaitable(blocks)
+        raise ToolOutputError(
+            name,
+            [f"output.render returned {type(blocks).__name__}; expected a sequence of content blocks"],
+        )
+    if not blocks_lossless(content):
+        raise ToolOutputError(name, ["output.render returned non-lossless JSON"])
+    meta = None
+    presentation_meta = output.presentation_meta
+    if presentation_meta is not None and execution.parent is None:
+        try:
+            raw_meta = presentation_meta(arguments, frozen)
+        except Exception as exc:
+            raise ToolOutputError(
+                name, [f"output.presentation_meta failed: {normalize_message(exc)}"]
+            ) from exc
+        if raw_meta is not None:
+            try:
+                meta = freeze_json(raw_meta)
+            except TypeError:
+                close_awaitable(raw_meta)
+                raise ToolOutputError(
+                    name, ["output.presentation_meta returned non-lossless JSON"]
+                ) from None
+    return ToolResult._trusted(
+        is_error=False,
+        content=content,
+        value=frozen,
+        meta=meta,
+        concludes_turn=state.concluded,
+    )
+
+
+def _as_blocks(blocks: object) -> tuple[Any, ...] | None:
+    if type(blocks) is not list and type(blocks) is not tuple:
+        return None
+    try:
+        return to_blocks(blocks, "output.render")
+    except TypeError:
+        return None
+
+
+# -- stage 3 ------------------------------------------------------------------------------
+
+
+async def finalize(step: NeedsFinalize) -> ToolResult:
+    """Stage 3 (post-execute, check G) followed by stage 4 (:func:`finish`)."""
+    if type(step) is not NeedsFinalize:
+        raise TypeError(f"finalize() expects a NeedsFinalize, got {type(step).__name__}")
+    execution = step.execution
+    state = execution._state
+    _require(state, Stage.NEEDS_FINALIZE, "finalize")
+    state.stage = Stage.FINALIZING
+    result = step.result
+    hooks = state.runtime._registry.hooks("post", execution.scope)
+    if hooks:
+        try:
+            decision = await _run_post(hooks, 0, execution, result)
+            result = _apply_post(state, execution, result, decision)
+        except Exception as exc:
+            # The error wins: no cancellation override (runtime.md §7.5 step 5).
+            return finish(execution, error_result(exc))
+    if execution.abort.aborted and not result.is_error:  # check G
+        result = aborted_result(state.body_started, result.additional_contexts)
+    return finish(execution, result)
+
+
+async def _run_post(
+    hooks: tuple[Any, ...], i: int, execution: ToolExecution, result: ToolResult
+) -> Any:
+    if i == len(hooks):
+        return _ACCEPT
+    decision = await hooks[i](execution, result, partial(_run_post, hooks, i + 1, execution, result))
+    kind = type(decision)
+    if kind is not Accept and kind is not Block:
+        close_awaitable(decision)
+        raise TypeError(f"tools/post-execute hook returned {kind.__name__}; expected Accept or Block")
+    return decision
+
+
+def _apply_post(
+    state: ExecState, execution: ToolExecution, result: ToolResult, decision: Accept | Block
+) -> ToolResult:
+    if type(decision) is Block:
+        feedback = decision.feedback
+        texts = [
+            block.text if type(block) is TextContent else f"[{block.type} content]"
+            for block in feedback
+        ]
+        message = "\n".join(texts) or "tool result blocked by post-execute policy"
+        return ToolResult._trusted(
+            is_error=True,
+            content=feedback,
+            error=ToolError(message),
+            additional_contexts=decision.additional_contexts,
+        )
+    assert type(decision) is Accept
+    merged = result.additional_contexts + decision.additional_contexts
+    if decision.value is not UNSET:
+        if result.is_error:
+            raise TypeError("tools/post-execute cannot replace the value of a failed result")
+        defn = state.runtime._registry.resolve(execution.name, execution.scope)
+        if defn is None:
+            raise ToolNotFoundError(execution.name)
+        return replace_contexts(build_success(defn, execution, state, decision.value), merged)
+    if decision.content is not UNSET:
+        return replace_contexts(replace_content(result, decision.content), merged)
+    return replace_contexts(result, merged)
+
+
+# -- stage 4 ------------------------------------------------------------------------------
+
+
+def finish(execution: ToolExecution, result: ToolResult) -> ToolResult:
+    """Stage 4 (synchronous): lossless check, ``finalize_content`` once, result observers.
+
+    Returns the final result: the very object the observers received.
+
+    Raises:
+        RuntimeError: ``execution already finished``.
+        TypeError: ``result`` is not a ``ToolResult``.
+    """
+    state = execution._state
+    if state.stage == Stage.FINISHED:
+        raise RuntimeError("execution already finished")
+    if type(result) is not ToolResult:
+        raise TypeError(f"finish() expects a ToolResult, got {type(result).__name__}")
+    state.stage = Stage.FINISHED
+    state.ctx_active = False
+    if not result_strings_lossless(result):
+        result = error_result(TypeError(_RESULT_NOT_LOSSLESS))
+    finalizer = state.finalizer
+    if finalizer is not None:
+        state.finalizer = None
+        result = _run_finalizer(finalizer, execution, result)
+    observers = state.runtime._registry.hooks("result", execution.scope)
+    for observer in observers:
+        _notify(observer, execution, result)
+    return result
+
+
+def _run_finalizer(
+    finalizer: Callable[..., Any], execution: ToolExecution, result: ToolResult
+) -> ToolResult:
+    try:
+        replacement = finalizer(execution, result)
+        if replacement is None:
+            return result
+        content = _as_blocks(replacement)
+        if content is None:
+            close_awaitable(replacement)
+            raise TypeError(
+                f"finalize_content returned {type(replacement).__name__}; expected a sequence "
+                "of content blocks or None"
+            )
+        if not blocks_lossless(content):
+            raise TypeError(_RESULT_NOT_LOSSLESS)
+        return replace_content(result, content)
+    except Exception as exc:
+        return error_result(exc)
+
+
+def _notify(observer: Callable[..., Any], execution: ToolExecution, result: ToolResult) -> None:
+    try:
+        returned = observer(execution, result)
+    except Exception as exc:
+        message = normalize_message(exc)
+    else:
+        if returned is None or not inspect.isawaitable(returned):
+            return
+        close_awaitable(returned)
+        message = "observer returned an awaitable; observers must be synchronous"
+    logger.warning(
+        'tool "%s" (%s): tools/result observer failed: %s',
+        execution.name,
+        execution.call_id,
+        message,
+    )
+
+
+# -- cancellation -------------------------------------------------------------------------
+
+
+def cancelled_result(execution: ToolExecution, result: ToolResult | None = None) -> ToolResult:
+    """The result of a call cut short by native cancellation (runtime.md §8.4).
+
+    ``result`` itself when it is an error (with ``result=None``: the stage-0 error, if the
+    arguments failed); otherwise ``ABORTED`` if the body started, else
+    ``ABORTED_BEFORE_DISPATCH``, carrying ``result``'s contexts if given, else the contexts
+    deferred so far.
+    """
+    state = execution._state
+    if result is not None:
+        if result.is_error:
+            return result
+        return aborted_result(state.body_started, result.additional_contexts)
+    if state.stage0_error is not None:
+        return state.stage0_error
+    return aborted_result(state.body_started, state.deferred_contexts())
+
+
+def is_cancellation(exc: BaseException) -> bool:
+    """Whether ``exc`` is native cancellation: ``trio.Cancelled``, or a group holding one
+    and no non-``Exception`` other than ``Cancelled``."""
+    if isinstance(exc, trio.Cancelled):
+        return True
+    if isinstance(exc, Exception) or not isinstance(exc, BaseExceptionGroup):
+        return False
+    pending: list[BaseException] = [exc]
+    while pending:
+        current = pending.pop()
+        if isinstance(current, BaseExceptionGroup):
+            pending.extend(current.exceptions)
+        elif not isinstance(current, (Exception, trio.Cancelled)):
+            return False
+    return True

@@ -1,0 +1,574 @@
+"""Validation against the supported JSON Schema subset (runtime.md §12.2).
+
+A schema is checked and compiled once into a graph of :class:`_Node` objects; validating a
+value is then a walk over that graph and the data with an explicit stack, so neither a
+5000-deep schema nor 5000-deep data touches Python's recursion limit, and no keyword is
+looked up per call.
+
+Violations are reported in the specification's order: a node's own problems first, then,
+for an object, missing required names, declared properties (in ``properties`` order) and
+undeclared keys (in value order); for an array, items in index order. The stack is LIFO, so
+work is pushed in reverse of that order.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any, Final, TypeAlias, final
+
+from ._json import FrozenDict, JsonValue, _int_ok, is_lossless_str
+from ._schema_check import SCHEMA_TYPES, assert_supported_json_schema
+
+__all__ = ["CompiledSchema", "compile_schema", "validate_args", "validate_json_value"]
+
+# Shallow kinds of a value. Negative kinds are not JSON at this node.
+_NONJSON: Final = -1
+_NONFINITE: Final = -2
+_NULL: Final = 0
+_BOOL: Final = 1
+_INT: Final = 2
+_FLOAT: Final = 3
+_STR: Final = 4
+_OBJECT: Final = 5
+_ARRAY: Final = 6
+
+# Per declared type: the accepted kinds and the violation suffix. "integer" also accepts an
+# integral float, checked separately.
+_TYPE_KINDS: Final[dict[str, frozenset[int]]] = {
+    "string": frozenset((_STR,)),
+    "number": frozenset((_INT, _FLOAT)),
+    "integer": frozenset((_INT,)),
+    "boolean": frozenset((_BOOL,)),
+    "null": frozenset((_NULL,)),
+    "object": frozenset((_OBJECT,)),
+    "array": frozenset((_ARRAY,)),
+}
+_TYPE_MESSAGES: Final[dict[str, str]] = {
+    "string": "must be a string",
+    "number": "must be a number",
+    "integer": "must be an integer",
+    "boolean": "must be a boolean",
+    "null": "must be null",
+    "object": "must be an object",
+    "array": "must be an array",
+}
+assert set(_TYPE_KINDS) == set(SCHEMA_TYPES) == set(_TYPE_MESSAGES)
+
+_LOSSLESS: Final = "must be a lossless JSON value"
+_FINITE: Final = "must be a finite JSON number"
+_INF: Final = math.inf
+
+# A data path is built lazily as a chain ``(parent, step)`` ending in the caller's root
+# string; only a reported violation renders it. Steps are ``str`` keys or ``int`` indexes.
+_Path: TypeAlias = "str | tuple[_Path, str | int]"
+
+
+def _render_path(path: _Path) -> str:
+    steps: list[str | int] = []
+    while isinstance(path, tuple):
+        path, step = path
+        steps.append(step)
+    text = path
+    for step in reversed(steps):
+        if isinstance(step, int):
+            text = f"{text}[{step}]"
+        elif text:
+            text = f"{text}.{step}"
+        else:
+            text = step
+    return text or "arguments"
+
+
+def _kind(value: Any, frozen: bool) -> int:
+    """Classify ``value`` shallowly; ``frozen`` means it came out of ``freeze_json``."""
+    t = type(value)
+    if t is str:
+        if frozen or value.isascii() or is_lossless_str(value):
+            return _STR
+        return _NONJSON
+    if t is int:
+        return _INT if frozen or _int_ok(value) else _NONJSON
+    if t is bool:
+        return _BOOL
+    if t is float:
+        if frozen:
+            return _FLOAT
+        if value != value or value == _INF or value == -_INF:
+            return _NONFINITE
+        # freeze_json rejects -0.0 (it does not survive every JSON parser), so it is not
+        # lossless here either.
+        if value == 0.0 and math.copysign(1.0, value) < 0:
+            return _NONJSON
+        return _FLOAT
+    if value is None:
+        return _NULL
+    if t is FrozenDict:
+        return _OBJECT
+    if t is dict:
+        for key in value:
+            if type(key) is not str or not (key.isascii() or is_lossless_str(key)):
+                return _NONJSON
+        return _OBJECT
+    if t is list or t is tuple:
+        return _ARRAY
+    return _NONJSON
+
+
+def _scalar_key(value: object, kind: int) -> object:
+    # JSON equality for enum/const: 1 == 1.0, but true != 1 (Python would say it is).
+    if kind in (_INT, _FLOAT):
+        return (_INT, value)
+    if kind >= _OBJECT:
+        return (kind, id(value))  # never equal to a scalar key
+    return (kind, value)
+
+
+@final
+class _Node:
+    """One compiled schema node. ``None`` fields mean "no such constraint"."""
+
+    __slots__ = (
+        "closed",
+        "const_key",
+        "const_message",
+        "declared",
+        "enum_keys",
+        "enum_message",
+        "fast",
+        "integer",
+        "items",
+        "kinds",
+        "one_of",
+        "properties",
+        "property_names",
+        "required",
+        "scalar_branches",
+        "type_message",
+    )
+
+    def __init__(self) -> None:
+        self.kinds: frozenset[int] | None = None
+        self.integer = False
+        self.type_message = ""
+        self.enum_keys: frozenset[object] | None = None
+        self.enum_message = ""
+        self.const_key: object = None
+        self.const_message: str | None = None
+        self.one_of: tuple[_Node, ...] | None = None
+        # Objects: ``declared`` is true for "type": "object" (only then do the object keywords
+        # exist); properties in declaration order.
+        self.declared = False
+        self.properties: tuple[tuple[str, _Node], ...] = ()
+        self.property_names: frozenset[str] = frozenset()
+        self.required: tuple[str, ...] = ()
+        self.closed = False
+        self.items: _Node | None = None
+        # Fast paths, set once the node is complete. ``fast``: the Python types a value may
+        # have to be accepted outright when it is known to be lossless (a node that only
+        # constrains a scalar type, or nothing). ``scalar_branches``: every oneOf branch is
+        # such a typed scalar node, so matches are counted without validating branches.
+        self.fast: frozenset[type] | None = None
+        self.scalar_branches = False
+
+
+def _dumps(value: object) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def _compile(schema: object) -> _Node:
+    """Compile a schema that passed :func:`assert_supported_json_schema`.
+
+    Each schema object becomes exactly one node (shared sub-schemas stay shared), so the
+    compiled graph is the schema's DAG. Nodes are allocated on discovery and filled in
+    place, which needs no particular visiting order and no recursion.
+    """
+    nodes: dict[int, _Node] = {}
+
+    def node_for(schema_node: Any, pending: list[Any]) -> _Node:
+        found = nodes.get(id(schema_node))
+        if found is None:
+            found = nodes[id(schema_node)] = _Node()
+            pending.append(schema_node)
+        return found
+
+    pending: list[Any] = []
+    root = node_for(schema, pending)
+    while pending:
+        s = pending.pop()
+        n = nodes[id(s)]
+        declared = s.get("type")
+        if declared is not None:
+            n.kinds = _TYPE_KINDS[declared]
+            n.integer = declared == "integer"
+            n.type_message = _TYPE_MESSAGES[declared]
+        if "enum" in s:
+            values = s["enum"]
+            n.enum_keys = frozenset(_scalar_key(v, _kind(v, True)) for v in values)
+            n.enum_message = f"must be one of {_dumps(list(values))}"
+        if "const" in s:
+            v = s["const"]
+            n.const_key = _scalar_key(v, _kind(v, True))
+            n.const_message = f"must be {_dumps(v)}"
+        if "oneOf" in s:
+            n.one_of = tuple(node_for(b, pending) for b in s["oneOf"])
+        if declared == "object":
+            n.declared = True
+            props = s.get("properties", {})
+            n.properties = tuple((k, node_for(v, pending)) for k, v in props.items())
+            n.property_names = frozenset(props)
+            n.required = tuple(s.get("required", ()))
+            n.closed = s.get("additionalProperties") is False
+        elif declared == "array" and "items" in s:
+            n.items = node_for(s["items"], pending)
+    for n in nodes.values():
+        if n.enum_keys is None and n.const_message is None and n.one_of is None:
+            if n.kinds is None:
+                n.fast = _SCALAR_TYPES
+            elif n.kinds <= _SCALAR_KINDS:
+                n.fast = frozenset(t for t, k in _PY_KINDS.items() if k in n.kinds)
+    for n in nodes.values():
+        if n.one_of is not None:
+            n.scalar_branches = all(b.fast is not None and b.kinds for b in n.one_of)
+    return root
+
+
+_SCALAR_TYPES: Final[frozenset[type]] = frozenset((str, int, float, bool, type(None)))
+_SCALAR_KINDS: Final = frozenset((_NULL, _BOOL, _INT, _FLOAT, _STR))
+_PY_KINDS: Final[dict[type, int]] = {
+    str: _STR,
+    int: _INT,
+    float: _FLOAT,
+    bool: _BOOL,
+    type(None): _NULL,
+}
+
+
+# The node of ``{}``: used for values no sub-schema constrains (items without "items",
+# undeclared keys of an open object), which must still be lossless JSON.
+_ANY: Final = _Node()
+
+
+@final
+class _Sink:
+    """Where violations go: a list (report mode) or just a flag (match mode, for oneOf)."""
+
+    __slots__ = ("failed", "out")
+
+    def __init__(self, out: list[str] | None) -> None:
+        self.out = out
+        self.failed = False
+
+    def emit(self, path: _Path, suffix: str) -> None:
+        if self.out is None:
+            self.failed = True
+        else:
+            self.out.append(f'"{_render_path(path)}" {suffix}')
+
+
+# Stack operations.
+_VALIDATE: Final = 0  # (op, node, value, path, sink, frozen)
+_EMIT: Final = 1  # (op, messages, sink): violations that come after a node's children
+_ONE_OF: Final = 2  # (op, branch sinks, path, sink): all branches done; count the matches
+_LEAVE: Final = 3  # (op, id): a container's free walk is done; it is off the path again
+
+_Task: TypeAlias = tuple[Any, ...]
+
+
+def _run(root: _Node, value: object, path: str, sink: _Sink) -> None:
+    stack: list[_Task] = [(_VALIDATE, root, value, path, sink, False)]
+    # Ids of the unfrozen containers on the current free-walk path: a container met again
+    # there contains itself, which is not JSON. Frozen data cannot be cyclic.
+    on_path: set[int] = set()
+    while stack:
+        task = stack.pop()
+        op = task[0]
+        if op == _VALIDATE:
+            _, node, v, p, s, frozen = task
+            if s.failed:
+                continue
+            _validate_one(node, v, p, s, frozen, stack, on_path)
+        elif op == _EMIT:
+            _, messages, s = task
+            if s.out is not None:
+                s.out.extend(messages)
+            else:
+                s.failed = True
+        elif op == _ONE_OF:
+            _, branches, p, s = task
+            if s.failed:
+                continue
+            matched = sum(1 for b in branches if not b.failed)
+            if matched != 1:
+                s.emit(p, f"must match exactly one oneOf branch (matched {matched})")
+        else:
+            # Always runs, even for a failed sink: the id must leave the path either way.
+            on_path.discard(task[1])
+
+
+def _validate_one(
+    node: _Node,
+    v: Any,
+    p: _Path,
+    s: _Sink,
+    frozen: bool,
+    stack: list[_Task],
+    on_path: set[int],
+) -> None:
+    kind = _kind(v, frozen)
+    if kind < 0:
+        s.emit(p, _LOSSLESS if kind == _NONJSON else _FINITE)
+        return
+    if type(v) is FrozenDict:
+        frozen = True
+    kinds = node.kinds
+    if (
+        kinds is not None
+        and kind not in kinds
+        and not (node.integer and kind == _FLOAT and v.is_integer())
+    ):
+        s.emit(p, node.type_message)
+        return
+    if node.enum_keys is not None or node.const_message is not None:
+        key = _scalar_key(v, kind)
+        if node.enum_keys is not None and key not in node.enum_keys:
+            s.emit(p, node.enum_message)
+        if node.const_message is not None and key != node.const_key:
+            s.emit(p, node.const_message)
+    if node.one_of is not None:
+        if node.scalar_branches:
+            matched = 0
+            for b in node.one_of:
+                if kind in b.kinds or (b.integer and kind == _FLOAT and v.is_integer()):  # type: ignore[operator]
+                    matched += 1
+            if matched != 1:
+                s.emit(p, f"must match exactly one oneOf branch (matched {matched})")
+            return
+        # Each branch validates the same value into its own flag-only sink; the count is
+        # taken once all of them are done (they sit above the _ONE_OF task on the stack).
+        branches = [_Sink(None) for _ in node.one_of]
+        stack.append((_ONE_OF, branches, p, s))
+        for branch, bs in zip(reversed(node.one_of), reversed(branches), strict=True):
+            stack.append((_VALIDATE, branch, v, p, bs, frozen))
+        return
+    if kind == _OBJECT:
+        if node.declared:
+            _push_object(node, v, p, s, frozen, stack, on_path)
+        elif not frozen:
+            _push_free(v.items(), v, p, s, stack, on_path)
+    elif kind == _ARRAY:
+        if node.items is not None:
+            _push_children(
+                [(i, node.items, x) for i, x in enumerate(v)], p, s, frozen, stack, on_path
+            )
+        elif not frozen:
+            _push_free(enumerate(v), v, p, s, stack, on_path)
+
+
+def _push_object(
+    node: _Node,
+    v: Any,
+    p: _Path,
+    s: _Sink,
+    frozen: bool,
+    stack: list[_Task],
+    on_path: set[int],
+) -> None:
+    for name in node.required:
+        if name not in v:
+            if s.out is None:
+                s.failed = True
+                return
+            s.out.append(f'missing required property "{_render_path((p, name))}"')
+    names = node.property_names
+    if not names.issuperset(v):
+        undeclared = [(k, x) for k, x in v.items() if k not in names]
+        if node.closed:
+            if s.out is None:
+                s.failed = True
+                return
+            stack.append(
+                (
+                    _EMIT,
+                    [
+                        f'"{_render_path((p, k))}" is not a declared property '
+                        "(additionalProperties: false)"
+                        for k, _ in undeclared
+                    ],
+                    s,
+                )
+            )
+        elif not frozen:
+            _push_free(undeclared, v, p, s, stack, on_path)
+    _push_children(
+        [(name, child, v[name]) for name, child in node.properties if name in v],
+        p,
+        s,
+        frozen,
+        stack,
+        on_path,
+    )
+
+
+def _push_children(
+    children: list[tuple[str | int, _Node, Any]],
+    p: _Path,
+    s: _Sink,
+    frozen: bool,
+    stack: list[_Task],
+    on_path: set[int],
+) -> None:
+    """Validate ``(step, node, value)`` children in order.
+
+    A leading run of scalar values is validated in place (a scalar check pushes nothing, so
+    order is kept and the common flat-arguments case needs no stack traffic); the rest is
+    pushed, last child first.
+    """
+    n = len(children)
+    i = 0
+    while i < n:
+        step, child, x = children[i]
+        t = type(x)
+        fast = child.fast
+        if fast is not None and t in fast and (frozen or t is bool or x is None):
+            i += 1  # accepted outright: the type is right and the value is lossless
+            continue
+        if t not in _SCALAR_TYPES or (child.one_of is not None and not child.scalar_branches):
+            break
+        _validate_one(child, x, (p, step), s, frozen, stack, on_path)
+        if s.failed:
+            return
+        i += 1
+    for j in range(n - 1, i - 1, -1):
+        step, child, x = children[j]
+        stack.append((_VALIDATE, child, x, (p, step), s, frozen))
+
+
+def _push_free(
+    children: Any,
+    container: object,
+    p: _Path,
+    s: _Sink,
+    stack: list[_Task],
+    on_path: set[int],
+) -> None:
+    """Check the children of an unfrozen container against ``{}`` (lossless JSON only)."""
+    pairs = list(children)
+    if not pairs:
+        return
+    key = id(container)
+    on_path.add(key)
+    stack.append((_LEAVE, key))
+    for step, child in reversed(pairs):
+        if id(child) in on_path:
+            stack.append((_EMIT, [f'"{_render_path((p, step))}" {_LOSSLESS}'], s))
+        else:
+            stack.append((_VALIDATE, _ANY, child, (p, step), s, False))
+
+
+@final
+class CompiledSchema:
+    """A checked schema compiled for fast, repeated validation.
+
+    Build one with :func:`compile_schema`. Validation never raises for bad data.
+    """
+
+    __slots__ = ("_root", "schema")
+
+    def __init__(self, schema: object) -> None:
+        assert_supported_json_schema(schema)
+        #: The schema it was compiled from (kept alive, so its identity stays unique).
+        self.schema = schema
+        self._root = _compile(schema)
+
+    def validate(self, value: object, path: str = "") -> list[str]:
+        """Return every violation of ``value``, in the specification's order (§12.2).
+
+        Args:
+            value: Any object; plain or frozen JSON validates as it is.
+            path: The path of ``value`` in messages; ``""`` is rendered ``arguments``.
+
+        Returns:
+            The violations; empty when ``value`` is valid.
+        """
+        out: list[str] = []
+        _run(self._root, value, path, _Sink(out))
+        return out
+
+    def is_valid(self, value: object) -> bool:
+        """Return whether ``value`` has no violation (stops at the first one)."""
+        sink = _Sink(None)
+        _run(self._root, value, "", sink)
+        return not sink.failed
+
+
+# Compiled frozen schemas, keyed by identity. A FrozenDict is immutable all the way down, so
+# its compilation can never go stale; the entry keeps the schema alive, so its id cannot be
+# reused while cached. Plain (mutable) schemas are compiled afresh on every call instead.
+_CACHE_SIZE: Final = 512
+_cache: dict[int, CompiledSchema] = {}
+
+
+def compile_schema(schema: object) -> CompiledSchema:
+    """Check and compile ``schema``; a frozen schema is compiled once and cached.
+
+    Args:
+        schema: A schema of the supported subset, plain or frozen.
+
+    Returns:
+        The compiled schema.
+
+    Raises:
+        JsonSchemaError: ``schema`` is outside the supported subset (§12.1).
+    """
+    if type(schema) is not FrozenDict:
+        return CompiledSchema(schema)
+    compiled = _cache.get(id(schema))
+    if compiled is None:
+        compiled = CompiledSchema(schema)
+        if len(_cache) >= _CACHE_SIZE:
+            # Evict the oldest entry: insertion order is kept by dict.
+            del _cache[next(iter(_cache))]
+        _cache[id(schema)] = compiled
+    return compiled
+
+
+def validate_json_value(schema: JsonValue, value: object, *, path: str = "") -> list[str]:
+    """Validate ``value`` against ``schema`` and return every violation (§12.2).
+
+    Total over data: any object is accepted and a bad value only yields violations. A
+    ``dict``/``FrozenDict`` is an object and a ``list``/``tuple`` an array, in the schema and
+    in the data. Defaults are never applied.
+
+    Args:
+        schema: A schema of the supported subset (§12.1).
+        value: The value to validate.
+        path: The path of ``value`` in messages (``""`` is rendered ``arguments``).
+
+    Returns:
+        The violations in order, e.g. ``['"value.n" must be a number']``; empty if valid.
+
+    Raises:
+        JsonSchemaError: ``schema`` is outside the supported subset.
+
+    Example:
+        >>> schema = {"type": "array", "items": {"type": "string"}}
+        >>> validate_json_value(schema, ["a", 1], path="tags")
+        ['"tags[1]" must be a string']
+    """
+    return compile_schema(schema).validate(value, path)
+
+
+def validate_args(parameters: JsonValue, args: object) -> list[str]:
+    """Validate a call's arguments against a tool's ``parameters`` schema.
+
+    The same as ``validate_json_value(parameters, args, path="")``: paths start at the
+    argument names and the root is called ``arguments``.
+
+    Example:
+        >>> validate_args({"type": "object", "required": ["path"]}, {})
+        ['missing required property "path"']
+        >>> validate_args({"type": "object"}, None)
+        ['"arguments" must be an object']
+    """
+    return compile_schema(parameters).validate(args, "")

@@ -1,0 +1,43 @@
+"""The staged pipeline: the documented contract between ``dsh_tools`` and its drivers.
+
+``ToolRuntime.execute()`` is exactly these stages run in order, followed by one schedule
+point. A driver (such as ``dsh_sched``) holds the state each stage returns and hands it to
+the next one, so a type checker catches a stage called with the wrong state::
+
+    execution = create(runtime, call)
+    step = await prepare(execution)
+    if isinstance(step, ReadyToDispatch):
+        step = await dispatch(step)
+    if isinstance(step, NeedsFinalize):
+        result = await finalize(step)
+    else:
+        result = finish(step.execution, step.result)
+
+On ``trio.Cancelled`` a driver calls ``finish(execution, cancelled_result(execution, r))``
+with ``r`` the result of the last state it holds, if any. Each execution is finished exactly
+once.
+"""
+
+from ._pipeline import (
+    NeedsFinalize,
+    NeedsFinish,
+    ReadyToDispatch,
+    cancelled_result,
+    create,
+    dispatch,
+    finalize,
+    finish,
+    prepare,
+)
+
+__all__ = [
+    "NeedsFinalize",
+    "NeedsFinish",
+    "ReadyToDispatch",
+    "cancelled_result",
+    "create",
+    "dispatch",
+    "finalize",
+    "finish",
+    "prepare",
+]
