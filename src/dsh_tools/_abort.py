@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from types import TracebackType
-from typing import final
+from typing import TYPE_CHECKING, final
 
 import trio
+
+if TYPE_CHECKING:
+    from types import TracebackType
 
 __all__ = ["Abort"]
 

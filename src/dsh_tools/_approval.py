@@ -55,10 +55,15 @@ async def resolve_ask(
     """
     name = execution.name
     if service is None:
-        return (reason if reason is not None else f'tool "{name}" requires approval (not yet supported)'), False
+        return (
+            reason if reason is not None else f'tool "{name}" requires approval (not yet supported)'
+        ), False
     scope = execution.scope
     if scope is None:
-        return f'tool "{name}" requires approval, but the call has no scope to route it through', False
+        return (
+            f'tool "{name}" requires approval, but the call has no scope to route it through',
+            False,
+        )
     outcome: Any = await service.request(
         ApprovalRequest(
             scope=scope,

@@ -29,6 +29,7 @@ class ExecutionToken:
     """
 
     __slots__ = ("_n",)
+    _n: int
 
     def __init__(self) -> None:
         raise TypeError("ExecutionToken cannot be created directly; the runtime mints tokens")
@@ -213,6 +214,8 @@ class ToolRunContext:
     """
 
     __slots__ = ("_execution", "_state")
+    _execution: ToolExecution
+    _state: ExecState
 
     def __init__(self) -> None:
         raise TypeError("ToolRunContext is created by the runtime only")
@@ -300,4 +303,3 @@ class ToolRunContext:
         if not state.ctx_active:
             raise RuntimeError(_INACTIVE)
         state.concluded = True
-

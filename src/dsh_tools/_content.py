@@ -16,7 +16,9 @@ __all__ = ["ContentBlock", "ImageContent", "TextContent", "UserMessage", "to_blo
 def _require_str(field: str) -> Any:
     def check(inst: object, attribute: attrs.Attribute[Any], value: object) -> None:
         if type(value) is not str:
-            raise TypeError(f"{type(inst).__name__}.{field} must be a str, got {type(value).__name__}")
+            raise TypeError(
+                f"{type(inst).__name__}.{field} must be a str, got {type(value).__name__}"
+            )
 
     return check
 
@@ -89,7 +91,7 @@ def _source_converter(value: object) -> FrozenDict:
     frozen = freeze_json(value)
     if type(frozen) is not FrozenDict:
         raise TypeError(f"UserMessage.source must be a JSON object, got {type(value).__name__}")
-    return frozen  # type: ignore[no-any-return]
+    return frozen
 
 
 def _default_source() -> FrozenDict:

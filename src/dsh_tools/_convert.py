@@ -28,7 +28,7 @@ def _strict(kind: type[T]) -> Any:
     def structure(value: object, _: object) -> T:
         if type(value) is not kind:
             raise TypeError(f"expected {kind.__name__}, got {type(value).__name__}")
-        return value  # type: ignore[return-value]
+        return value
 
     return structure
 
@@ -157,9 +157,7 @@ def structure_result(data: object) -> ToolResult:
         ValueError: ``invalid tool result JSON: <detail>``, chained from the cause.
     """
     if not isinstance(data, Mapping):
-        raise ValueError(
-            f"invalid tool result JSON: expected an object, got {type(data).__name__}"
-        )
+        raise ValueError(f"invalid tool result JSON: expected an object, got {type(data).__name__}")
     try:
         return converter.structure(data, ToolResult)
     except Exception as exc:

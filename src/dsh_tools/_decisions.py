@@ -37,7 +37,9 @@ UnsetType: TypeAlias = Literal[_Unset.UNSET]
 
 def _contexts(value: object) -> tuple[UserMessage, ...]:
     if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
-        raise TypeError(f"additional_contexts must be a sequence of UserMessage, got {type(value).__name__}")
+        raise TypeError(
+            f"additional_contexts must be a sequence of UserMessage, got {type(value).__name__}"
+        )
     contexts = tuple(value)
     for item in contexts:
         if type(item) is not UserMessage:

@@ -11,13 +11,14 @@ from typing import TYPE_CHECKING, Any, final
 
 import attrs
 
+from ._content import ContentBlock
 from ._json import JsonValue, freeze_json
+from ._results import ToolResult
 from ._schema_validate import CompiledSchema
 
 if TYPE_CHECKING:
-    from ._calls import ToolExecution, ToolRunContext
-    from ._content import ContentBlock
-    from ._results import ToolResult
+    # Type-only: _calls imports the scope machinery, which imports this module.
+    from ._calls import ToolExecution, ToolRunContext  # noqa: TC004 - a cycle; never structured
 
 __all__ = ["ExecutionMode", "Output", "ToolDefinition", "ToolSchema", "classify"]
 

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from types import TracebackType
-from typing import final
+from typing import TYPE_CHECKING, final
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from types import TracebackType
 
 __all__ = ["Disposer"]
 
@@ -24,16 +26,16 @@ class Disposer:
     """
 
     __slots__ = ("_owned_by", "_undo")
+    _undo: Callable[[], None] | None
+    _owned_by: dict[Disposer, None] | None
 
     def __init__(self) -> None:
         raise TypeError("Disposer is returned by registration methods; it is not created directly")
 
     @classmethod
-    def _make(
-        cls, undo: Callable[[], None], owned_by: dict[Disposer, None] | None
-    ) -> Disposer:
+    def _make(cls, undo: Callable[[], None], owned_by: dict[Disposer, None] | None) -> Disposer:
         self = object.__new__(cls)
-        self._undo: Callable[[], None] | None = undo
+        self._undo = undo
         self._owned_by = owned_by
         if owned_by is not None:
             owned_by[self] = None

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable
-from typing import Final
+from typing import TYPE_CHECKING, Final
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
 
 __all__ = [
     "ABORTED",

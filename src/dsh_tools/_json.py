@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import math
 import sys
-from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, NoReturn, TypeAlias, final
 
 __all__ = [
@@ -21,7 +20,8 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from typing_extensions import Self
+    from collections.abc import Iterable, Iterator, Mapping
+    from typing import Self
 
 #: A frozen JSON value: ``None``, ``bool``, ``int``, ``float``, ``str``, a ``tuple`` of frozen
 #: values, or a :class:`FrozenDict`. Mutable ``list``/``dict`` inputs are accepted by
@@ -128,7 +128,7 @@ class FrozenDict(dict[str, Any]):
 
     __setitem__ = _readonly
     __delitem__ = _readonly
-    __ior__ = _readonly  # type: ignore[assignment]
+    __ior__ = _readonly
     clear = _readonly
     pop = _readonly
     popitem = _readonly
@@ -162,7 +162,7 @@ class FrozenDict(dict[str, Any]):
 
 
 def _path_str(parts: Iterable[object]) -> str:
-    out = []
+    out: list[str] = []
     for p in parts:
         if p == "$" and not out:
             out.append("$")

@@ -37,6 +37,7 @@ from ._results import (
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from ._abort import Abort
     from ._definition import ToolDefinition
     from ._registry import Registry
     from ._runtime import ToolRuntime
@@ -150,8 +151,10 @@ async def prepare(execution: ToolExecution) -> ReadyToDispatch | NeedsFinalize |
         decision = await _run_pre(hooks, 0, execution) if hooks else _ALLOW
         denial: str | None
         if type(decision) is Ask:
-            denial, cancelled = await resolve_ask(state.runtime.approval, execution, decision.reason)
-            if cancelled and abort.aborted:  # check B
+            denial, cancelled = await resolve_ask(
+                state.runtime.approval, execution, decision.reason
+            )
+            if cancelled and _fired(abort):  # check B
                 return _needs_finalize(state, execution, aborted_result(False))
         elif type(decision) is Deny:
             denial = decision.reason
@@ -161,12 +164,18 @@ async def prepare(execution: ToolExecution) -> ReadyToDispatch | NeedsFinalize |
             denial = _evaluate_guards(registry, execution)
         if denial is not None:
             return _needs_finalize(state, execution, _denial_result(denial))
-        if abort.aborted:  # check C
+        if _fired(abort):  # check C
             return _needs_finalize(state, execution, aborted_result(False))
     except Exception as exc:
         return _needs_finish(state, execution, error_result(exc))
     state.stage = Stage.READY
     return ReadyToDispatch(execution)
+
+
+def _fired(abort: Abort) -> bool:
+    # A call, not an attribute: the abort may fire at any await, and a type checker must
+    # not narrow it away between two checks.
+    return abort.aborted
 
 
 def _needs_finish(state: ExecState, execution: ToolExecution, result: ToolResult) -> NeedsFinish:
@@ -301,7 +310,7 @@ async def _base(execution: ToolExecution) -> ToolResult:
             except ToolOutputError as exc:
                 result = error_result(exc)
             else:
-                if abort.aborted:  # check E
+                if _fired(abort):  # check E
                     result = aborted_result(True)
     return _canonical(state, result)
 
@@ -353,7 +362,10 @@ def build_success(
         close_awaitable(blocks)
         raise ToolOutputError(
             name,
-            [f"output.render returned {type(blocks).__name__}; expected a sequence of content blocks"],
+            [
+                f"output.render returned {type(blocks).__name__}; "
+                "expected a sequence of content blocks"
+            ],
         )
     if not blocks_lossless(content):
         raise ToolOutputError(name, ["output.render returned non-lossless JSON"])
@@ -422,11 +434,15 @@ async def _run_post(
 ) -> Any:
     if i == len(hooks):
         return _ACCEPT
-    decision = await hooks[i](execution, result, partial(_run_post, hooks, i + 1, execution, result))
+    decision = await hooks[i](
+        execution, result, partial(_run_post, hooks, i + 1, execution, result)
+    )
     kind = type(decision)
     if kind is not Accept and kind is not Block:
         close_awaitable(decision)
-        raise TypeError(f"tools/post-execute hook returned {kind.__name__}; expected Accept or Block")
+        raise TypeError(
+            f"tools/post-execute hook returned {kind.__name__}; expected Accept or Block"
+        )
     return decision
 
 
@@ -456,7 +472,8 @@ def _apply_post(
             raise ToolNotFoundError(execution.name)
         return replace_contexts(build_success(defn, execution, state, decision.value), merged)
     if decision.content is not UNSET:
-        return replace_contexts(replace_content(result, decision.content), merged)
+        content: Any = decision.content
+        return replace_contexts(replace_content(result, content), merged)
     return replace_contexts(result, merged)
 
 

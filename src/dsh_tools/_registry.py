@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import inspect
 import logging
-from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, Final, final
 
 from ._definition import ToolDefinition
@@ -17,6 +16,8 @@ from ._disposer import Disposer
 from ._errors import normalize_message
 
 if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable
+
     from ._scope import Scope
 
 __all__ = ["EVENTS", "Owner", "Registry", "Restriction"]
@@ -130,9 +131,7 @@ class Registry:
             filters[position] = acc
             acc = acc + chain[position - 1].restrictions
         filters[0] = acc
-        return [
-            defn for name, (defn, source) in merged.items() if _admitted(filters[source], name)
-        ]
+        return [defn for name, (defn, source) in merged.items() if _admitted(filters[source], name)]
 
     def restrictable(self, scope: Scope) -> set[str]:
         """Names registered globally or in a strict ancestor, ignoring every restriction."""
@@ -308,7 +307,7 @@ class Registry:
         mentioned = [*(allow_names or ()), *(deny_names or ())]
         if RUN_CODE_NAME in mentioned:
             raise ValueError(
-                'scope.restrict() cannot name reserved Code Mode presentation transport '
+                "scope.restrict() cannot name reserved Code Mode presentation transport "
                 '"run_code"; restrict end-capability tools instead'
             )
         known = self.restrictable(scope)

@@ -166,7 +166,7 @@ def error_info_of(exc: BaseException) -> ErrorInfo | None:
     if not isinstance(exc, HarnessError):
         return None
     try:
-        code = exc.code
+        code: object = exc.code
     except Exception:
         return None
     if not isinstance(code, str):
@@ -204,9 +204,7 @@ _ABORTED = _build_aborted(ErrorCode.ABORTED)
 _ABORTED_BEFORE_DISPATCH = _build_aborted(ErrorCode.ABORTED_BEFORE_DISPATCH)
 
 
-def aborted_result(
-    body_started: bool, contexts: tuple[UserMessage, ...] = ()
-) -> ToolResult:
+def aborted_result(body_started: bool, contexts: tuple[UserMessage, ...] = ()) -> ToolResult:
     """The cancellation result (runtime.md §8.1), carrying ``contexts``."""
     base = _ABORTED if body_started else _ABORTED_BEFORE_DISPATCH
     if not contexts:

@@ -204,7 +204,7 @@ class ToolRuntime:
             step = await prepare(execution)
             if type(step) is ReadyToDispatch:
                 step = await dispatch(step)
-            held = step.result  # type: ignore[union-attr]
+            held = step.result
             if type(step) is NeedsFinalize:
                 result = await finalize(step)
             else:

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
-from types import TracebackType
 from typing import TYPE_CHECKING, Any, final
 
-from ._disposer import Disposer
 from ._registry import Owner, Registry, check_callable
 
 if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable
+    from types import TracebackType
+
     from ._definition import ToolDefinition
+    from ._disposer import Disposer
     from ._hooks import (
         ChangeObserver,
         ExecuteWrapper,
@@ -54,6 +55,18 @@ class Scope:
         "runtime",
     )
 
+    name: str | None
+    parent: Scope | None
+    runtime: ToolRuntime
+    closed: bool
+    _registry: Registry
+    _owner: Owner
+    _chain: tuple[Owner, ...]
+    _chain_nearest_first: tuple[Owner, ...]
+    _hook_cache: dict[str, tuple[int, tuple[Callable[..., Any], ...]]]
+    _children: list[Scope]
+    _registrations: dict[Disposer, None]
+
     def __init__(self) -> None:
         raise TypeError("Scope has no public constructor; use runtime.open_scope()")
 
@@ -72,12 +85,14 @@ class Scope:
         self.closed = False
         self._registry = registry
         self._owner = Owner()
-        chain: tuple[Owner, ...] = (self._owner,) if parent is None else (*parent._chain, self._owner)
+        chain: tuple[Owner, ...] = (
+            (self._owner,) if parent is None else (*parent._chain, self._owner)
+        )
         self._chain = chain
         self._chain_nearest_first = tuple(reversed(chain))
-        self._hook_cache: dict[str, tuple[int, tuple[Callable[..., Any], ...]]] = {}
-        self._children: list[Scope] = []
-        self._registrations: dict[Disposer, None] = {}
+        self._hook_cache = {}
+        self._children = []
+        self._registrations = {}
         if parent is not None:
             parent._children.append(self)
         return self
@@ -99,9 +114,7 @@ class Scope:
             ValueError: the name is ``run_code`` or already registered in this scope.
         """
         self._check_open()
-        return self._registry.register(
-            self._owner, defn, scoped=True, owned_by=self._registrations
-        )
+        return self._registry.register(self._owner, defn, scoped=True, owned_by=self._registrations)
 
     def restrict(
         self, *, allow: Iterable[str] | None = None, deny: Iterable[str] | None = None
