@@ -28,7 +28,7 @@ class ExecutionToken:
     Key per-call hook state by it: every stage of one call sees the same token.
     """
 
-    __slots__ = ("_n",)
+    __slots__ = ("__weakref__", "_n")
     _n: int
 
     def __init__(self) -> None:
