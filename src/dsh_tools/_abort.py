@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, final
 import trio
 
 if TYPE_CHECKING:
+    from contextlib import AbstractContextManager
     from types import TracebackType
 
 __all__ = ["Abort"]
@@ -78,7 +79,7 @@ class Abort:
                 self._event.set()
         await self._event.wait()
 
-    def move_on_abort(self) -> _AbortScope:
+    def move_on_abort(self) -> AbstractContextManager[trio.CancelScope]:
         """Open a ``with`` block whose cancel scope is cancelled when this ``Abort`` fires.
 
         Like ``trio.move_on_after``: the ``Cancelled`` it causes ends the block and is

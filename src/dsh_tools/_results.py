@@ -25,13 +25,21 @@ def _str_field(owner: str, name: str) -> Any:
     return check
 
 
+def _plain_str(value: object) -> str:
+    # str subclasses (ErrorCode members, say) are stored as plain str: equal, and serialized
+    # the same.
+    if not isinstance(value, str):
+        raise TypeError(f"ErrorInfo fields must be str, got {type(value).__name__}")
+    return value if type(value) is str else str.__str__(value)
+
+
 @final
 @attrs.frozen
 class ErrorInfo:
     """Machine-readable error identity: the exception class ``name`` and its ``code``."""
 
-    name: str = attrs.field(validator=_str_field("ErrorInfo", "name"))
-    code: str = attrs.field(validator=_str_field("ErrorInfo", "code"))
+    name: str = attrs.field(converter=_plain_str)
+    code: str = attrs.field(converter=_plain_str)
 
 
 def _info_validator(inst: object, attribute: attrs.Attribute[Any], value: object) -> None:
@@ -174,7 +182,7 @@ def error_info_of(exc: BaseException) -> ErrorInfo | None:
     name = type(exc).__name__
     if not is_lossless_str(name) or not is_lossless_str(code):
         return None
-    return ErrorInfo(name, str(code))
+    return ErrorInfo(name, code)
 
 
 def error_result(exc: BaseException) -> ToolResult:

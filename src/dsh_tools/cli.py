@@ -1,0 +1,46 @@
+"""The ``python -m dsh_tools`` command line, and the inspect report for embedding.
+
+Example:
+    >>> from dsh_tools.cli import inspect_report
+    >>> print(inspect_report("events", "tools/result"))  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import TYPE_CHECKING
+
+from ._inspect import UnknownEntryError
+from ._inspect import report as inspect_report
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+__all__ = ["UnknownEntryError", "inspect_report", "main"]
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m dsh_tools", description="Tools for working with dsh_tools."
+    )
+    commands = parser.add_subparsers(dest="command", required=True)
+    inspect = commands.add_parser(
+        "inspect", help="print the runtime's API and events, built from the live code"
+    )
+    inspect.add_argument("section", nargs="?", choices=("api", "events"), help="one section")
+    inspect.add_argument("name", nargs="?", help="one catalogued entry of that section")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; return the exit status (usage errors exit 2 via argparse)."""
+    args = _parser().parse_args(argv)
+    try:
+        text = inspect_report(args.section, args.name)
+    except UnknownEntryError as exc:
+        print(exc, file=sys.stderr)
+        return 1
+    sys.stdout.buffer.write(text.encode("utf-8"))
+    sys.stdout.flush()
+    return 0
