@@ -10,6 +10,7 @@ from ._approval import ApprovalOutcome, ApprovalRequest, ApprovalService
 from ._calls import ExecutionToken, ToolCall, ToolExecution, ToolRunContext
 from ._content import ContentBlock, ImageContent, TextContent, UserMessage
 from ._decisions import UNSET, Accept, Allow, Ask, Block, Deny, PostDecision, PreDecision
+from ._define import define_tool
 from ._definition import ExecutionMode, Output, ToolDefinition, ToolSchema
 from ._disposer import Disposer
 from ._errors import (
@@ -46,6 +47,7 @@ from ._runtime import ToolRuntime
 from ._schema_check import assert_supported_json_schema
 from ._schema_validate import validate_args, validate_json_value
 from ._scope import Scope
+from ._tool_decorator import tool
 
 __all__ = [
     "ABORTED",
@@ -105,9 +107,11 @@ __all__ = [
     "ToolTimeoutError",
     "UserMessage",
     "assert_supported_json_schema",
+    "define_tool",
     "error_result",
     "freeze_json",
     "thaw_json",
+    "tool",
     "validate_args",
     "validate_json_value",
 ]

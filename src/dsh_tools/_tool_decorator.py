@@ -1,0 +1,325 @@
+"""``@tool``: a validating tool definition from an annotated ``async def`` (runtime.md §12.4)."""
+
+from __future__ import annotations
+
+import inspect
+import json
+import re
+import typing
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Annotated, Any, Final, final, overload
+
+from ._annotations import UnsupportedAnnotation, json_default, schema_for
+from ._calls import ToolRunContext
+from ._content import ContentBlock, TextContent
+from ._convert import converter
+from ._define import Classifier, FinalizeContent, build_validating_tool
+from ._definition import Output, ToolDefinition
+from ._errors import ToolArgsError, normalize_message
+
+if TYPE_CHECKING:
+    from ._json import FrozenDict, JsonValue
+
+__all__ = ["tool"]
+
+AsyncFunction = Callable[..., Awaitable[Any]]
+Render = Callable[[Any, Any], Sequence[ContentBlock]]
+PresentationMeta = Callable[[Any, Any], Any]
+
+# cattrs has no structure hook for ``object`` or ``NoneType``. An ``object`` annotation means
+# "any JSON value", taken as it is (frozen), exactly like ``Any``; a ``None`` annotation admits
+# only ``null``, which validation has already checked. Predicate hooks match these two types
+# only, where a class-based hook for ``object`` would become the fallback for every class.
+_PASSTHROUGH: Final = (object, type(None))
+converter.register_structure_hook_func(lambda t: t in _PASSTHROUGH, lambda value, _: value)
+
+
+@overload
+def tool(fn: AsyncFunction, /) -> ToolDefinition: ...
+
+
+@overload
+def tool(
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    timeout: float | None = None,
+    is_concurrency_safe: Classifier = False,
+    render: Render | None = None,
+    presentation_meta: PresentationMeta | None = None,
+    finalize_content: FinalizeContent | None = None,
+) -> Callable[[AsyncFunction], ToolDefinition]: ...
+
+
+def tool(
+    fn: AsyncFunction | None = None,
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    timeout: float | None = None,
+    is_concurrency_safe: Classifier = False,
+    render: Render | None = None,
+    presentation_meta: PresentationMeta | None = None,
+    finalize_content: FinalizeContent | None = None,
+) -> ToolDefinition | Callable[[AsyncFunction], ToolDefinition]:
+    """Turn an annotated ``async def`` into a validating :class:`ToolDefinition`.
+
+    Every parameter but one annotated :class:`ToolRunContext` becomes a property of an open
+    object schema (required when it has no default); the return annotation becomes the
+    output schema. A call's arguments are validated, then each present one is structured into
+    its annotation with the package's cattrs converter; the returned object is unstructured
+    with it. See runtime.md §12.4 for the annotation mapping.
+
+    Args:
+        fn: The function, when used as a bare ``@tool``.
+        name: The tool name; defaults to the function's ``__name__``.
+        description: Defaults to the first paragraph of the docstring.
+        timeout: Seconds, enforced by the timeout policy; positive and finite.
+        is_concurrency_safe: ``True``, ``False`` or a classifier over the valid, frozen
+            arguments mapping.
+        render: ``render(args, value)``; by default a ``str`` value is one text block and
+            anything else ``json.dumps(value, ensure_ascii=False, indent=2)``.
+        presentation_meta: Optional ``presentation_meta(args, value)``.
+        finalize_content: As for :class:`ToolDefinition`.
+
+    Returns:
+        The definition (bare form), or a decorator that returns it.
+
+    Raises:
+        TypeError: not an ``async def``; ``*args``/``**kwargs``; a missing or unsupported
+            annotation; a default that is not lossless JSON; or a definition check.
+        ValueError: no description, or a bad ``timeout``.
+
+    Example:
+        >>> @tool
+        ... async def read_file(path: str, limit: int = 100) -> str:
+        ...     '''Read a text file.'''
+        ...     return open(path).read(limit)
+        >>> read_file.parameters["required"]
+        ('path',)
+    """
+    options = _Options(
+        name=name,
+        description=description,
+        timeout=timeout,
+        is_concurrency_safe=is_concurrency_safe,
+        render=render,
+        presentation_meta=presentation_meta,
+        finalize_content=finalize_content,
+    )
+    if fn is not None:
+        return _make_tool(fn, options)
+    return lambda f: _make_tool(f, options)
+
+
+@final
+class _Options:
+    __slots__ = (
+        "description",
+        "finalize_content",
+        "is_concurrency_safe",
+        "name",
+        "presentation_meta",
+        "render",
+        "timeout",
+    )
+
+    def __init__(
+        self,
+        *,
+        name: str | None,
+        description: str | None,
+        timeout: float | None,
+        is_concurrency_safe: Classifier,
+        render: Render | None,
+        presentation_meta: PresentationMeta | None,
+        finalize_content: FinalizeContent | None,
+    ) -> None:
+        self.name = name
+        self.description = description
+        self.timeout = timeout
+        self.is_concurrency_safe = is_concurrency_safe
+        self.render = render
+        self.presentation_meta = presentation_meta
+        self.finalize_content = finalize_content
+
+
+@final
+class _Param:
+    """How one parameter of the function is filled from the validated arguments."""
+
+    __slots__ = ("annotation", "default", "is_context", "name", "positional")
+
+    def __init__(
+        self, name: str, annotation: Any, default: Any, *, positional: bool, is_context: bool
+    ) -> None:
+        self.name = name
+        self.annotation = annotation
+        self.default = default
+        self.positional = positional
+        self.is_context = is_context
+
+
+_PARAGRAPH_BREAK: Final = re.compile(r"\n\s*\n")
+
+
+def _first_paragraph(doc: str | None) -> str:
+    if not doc:
+        return ""
+    first = _PARAGRAPH_BREAK.split(inspect.cleandoc(doc).strip(), maxsplit=1)[0]
+    return " ".join(line.strip() for line in first.splitlines())
+
+
+def _is_context(annotation: Any) -> bool:
+    if typing.get_origin(annotation) is Annotated:
+        annotation = typing.get_args(annotation)[0]
+    return annotation is ToolRunContext
+
+
+def _make_tool(fn: AsyncFunction, options: _Options) -> ToolDefinition:
+    tool_name = options.name
+    if tool_name is None:
+        tool_name = getattr(fn, "__name__", None) or repr(fn)
+    label = f"@tool({tool_name})"
+    if not inspect.iscoroutinefunction(fn):
+        raise TypeError(f"{label} requires an async function")
+    signature = inspect.signature(fn)
+    variadic = (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
+    if any(p.kind in variadic for p in signature.parameters.values()):
+        raise TypeError(f"{label}: *args and **kwargs are not supported")
+    description = options.description
+    if description is None:
+        description = _first_paragraph(fn.__doc__)
+        if not description:
+            raise ValueError(
+                f"{label}: a description is required (pass description= or write a docstring)"
+            )
+    try:
+        hints = typing.get_type_hints(fn, include_extras=True)
+    except Exception as exc:  # e.g. a forward reference that does not resolve
+        raise TypeError(f"{label}: cannot resolve the annotations: {exc}") from exc
+
+    params: list[_Param] = []
+    properties: dict[str, Any] = {}
+    required: list[str] = []
+    has_context = False
+    for p in signature.parameters.values():
+        if p.name not in hints:
+            raise TypeError(f'{label}: parameter "{p.name}" needs a type annotation')
+        annotation = hints[p.name]
+        positional = p.kind is inspect.Parameter.POSITIONAL_ONLY
+        if _is_context(annotation):
+            if has_context:
+                raise TypeError(f"{label}: only one parameter may receive the ToolRunContext")
+            has_context = True
+            params.append(
+                _Param(p.name, annotation, p.default, positional=positional, is_context=True)
+            )
+            continue
+        schema = _schema_of(label, annotation, p.name)
+        if p.default is inspect.Parameter.empty:
+            required.append(p.name)
+        else:
+            try:
+                schema["default"] = json_default(p.default)
+            except TypeError:
+                raise TypeError(
+                    f'{label}: the default of "{p.name}" is not lossless JSON: {p.default!r}'
+                ) from None
+        properties[p.name] = schema
+        params.append(
+            _Param(p.name, annotation, p.default, positional=positional, is_context=False)
+        )
+    parameters: dict[str, Any] = {"type": "object", "properties": properties}
+    if required:
+        parameters["required"] = required
+
+    output = Output(
+        schema=_schema_of(label, hints.get("return", Any), "return"),
+        render=_default_render if options.render is None else options.render,
+        presentation_meta=options.presentation_meta,
+    )
+    return build_validating_tool(
+        label=label,
+        name=tool_name,
+        description=description,
+        parameters=parameters,
+        output=output,
+        execute=_body(fn, tuple(params)),
+        timeout=options.timeout,
+        is_concurrency_safe=options.is_concurrency_safe,
+        finalize_content=options.finalize_content,
+        present_call=None,
+        present_result=None,
+    )
+
+
+def _schema_of(label: str, annotation: Any, where: str) -> dict[str, Any]:
+    try:
+        return schema_for(annotation)
+    except UnsupportedAnnotation as exc:
+        raise TypeError(
+            f'{label}: unsupported annotation {exc.annotation!r} for "{where}"'
+        ) from None
+
+
+def _default_render(args: JsonValue, value: JsonValue) -> list[ContentBlock]:
+    if type(value) is str:
+        return [TextContent(value)]
+    return [TextContent(json.dumps(value, ensure_ascii=False, indent=2))]
+
+
+def _structure(value: object, annotation: Any) -> object:
+    if annotation is Any or annotation is object:
+        return value  # frozen JSON, as it came (no converter round trip)
+    return converter.structure(value, annotation)
+
+
+def _structure_message(exc: Exception) -> str:
+    # cattrs reports failures inside attrs classes and containers as exception groups whose
+    # own text ("While structuring X (1 sub-exception)") says nothing; the leaves do.
+    if not isinstance(exc, BaseExceptionGroup):
+        return normalize_message(exc)
+    leaves: list[BaseException] = []
+    stack: list[BaseException] = [exc]
+    while stack:
+        e = stack.pop()
+        if isinstance(e, BaseExceptionGroup):
+            stack.extend(reversed(e.exceptions))
+        else:
+            leaves.append(e)
+    return "; ".join(normalize_message(e) for e in leaves)
+
+
+def _body(
+    fn: AsyncFunction, params: tuple[_Param, ...]
+) -> Callable[[FrozenDict, ToolRunContext], Awaitable[object]]:
+    async def execute(arguments: FrozenDict, ctx: ToolRunContext) -> object:
+        positional: list[object] = []
+        keywords: dict[str, object] = {}
+        problems: list[str] = []
+        for param in params:
+            value: object
+            if param.is_context:
+                value = ctx
+            elif param.name in arguments:
+                try:
+                    value = _structure(arguments[param.name], param.annotation)
+                except Exception as exc:
+                    message = _structure_message(exc)
+                    problems.append(f'"{param.name}" could not be structured: {message}')
+                    continue
+            elif param.positional:
+                value = param.default  # a later positional argument may still follow
+            else:
+                continue  # Python applies the default
+            if param.positional:
+                positional.append(value)
+            else:
+                keywords[param.name] = value
+        if problems:
+            raise ToolArgsError(problems)
+        return converter.unstructure(await fn(*positional, **keywords))
+
+    return execute

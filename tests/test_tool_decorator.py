@@ -1,0 +1,892 @@
+"""``@tool``: tool definitions from annotated ``async def`` functions (runtime.md §12.4).
+
+Conformance: H-001..H-003, H-005..H-009, H-025..H-027, H-031, H-049..H-054, H-058, and the
+``@tool`` parts of M-005, M-011.
+"""
+
+from __future__ import annotations
+
+import enum
+import inspect
+import json
+import math
+import typing
+from typing import Annotated, Any, Literal, Optional
+
+import attrs
+import pytest
+import trio
+from hypothesis import given
+from hypothesis import strategies as st
+
+from dsh_tools import (
+    ErrorInfo,
+    ExecutionMode,
+    FrozenDict,
+    JsonValue,
+    TextContent,
+    ToolArgsError,
+    ToolCall,
+    ToolDefinition,
+    ToolResult,
+    ToolRunContext,
+    ToolRuntime,
+    assert_supported_json_schema,
+    freeze_json,
+    thaw_json,
+    tool,
+)
+from tests.helpers import error_text, mode, run
+from tests.test_schema_differential import valid_values
+
+
+class Color(enum.Enum):
+    RED = "red"
+    GREEN = "green"
+
+
+class Level(enum.IntEnum):
+    LOW = 1
+    HIGH = 2
+
+
+@attrs.frozen
+class Server:
+    host: str
+    port: int = attrs.field(default=80)
+
+    @port.validator
+    def _positive(self, attribute: attrs.Attribute[int], value: int) -> None:
+        if value <= 0:
+            raise ValueError("port must be positive")
+
+
+@attrs.frozen
+class Defaults:
+    a: int = 1
+    b: str = "x"
+
+
+@attrs.frozen
+class Report:
+    ok: bool
+    servers: list[Server]
+
+
+def params(defn: ToolDefinition) -> Any:
+    """The parameters schema as plain JSON (definitions hold it frozen)."""
+    return thaw_json(defn.parameters)
+
+
+def prop(defn: ToolDefinition, name: str) -> Any:
+    return params(defn)["properties"][name]
+
+
+async def execute(defn: ToolDefinition, arguments: object) -> ToolResult:
+    runtime = ToolRuntime()
+    runtime.register(defn)
+    return await runtime.execute(ToolCall(call_id="c1", name=defn.name, arguments=arguments))
+
+
+# --------------------------------------------------------------------------- schema derivation
+
+
+def test_h001_required_string_parameter() -> None:
+    """H-001: ``path: str`` without a default."""
+
+    @tool
+    async def read(path: str) -> str:
+        """Read a file."""
+        return path
+
+    expected = {
+        "type": "object",
+        "properties": {"path": {"type": "string"}},
+        "required": ["path"],
+    }
+    assert params(read) == expected
+    runtime = ToolRuntime()
+    runtime.register(read)
+    assert runtime.schemas()[0].to_json() == {
+        "name": "read",
+        "description": "Read a file.",
+        "parameters": expected,
+    }
+
+
+def test_h002_no_parameters() -> None:
+    """H-002: ``{"type":"object","properties":{}}`` and no ``required``."""
+
+    @tool
+    async def ping() -> str:
+        """Ping."""
+        return "pong"
+
+    assert params(ping) == {"type": "object", "properties": {}}
+
+
+def test_h003_attrs_parameter() -> None:
+    """H-003: a nested, closed object with its own ``required``."""
+
+    @tool
+    async def deploy(server: Server) -> None:
+        """Deploy."""
+
+    assert prop(deploy, "server") == {
+        "type": "object",
+        "properties": {
+            "host": {"type": "string"},
+            "port": {"type": "integer", "default": 80},
+        },
+        "required": ["host"],
+        "additionalProperties": False,
+    }
+    assert params(deploy)["required"] == ["server"]
+
+
+def test_h005_defaults() -> None:
+    """H-005: a default makes a parameter optional and is emitted as ``"default"``."""
+
+    @tool
+    async def f(a: int, b: int = 3, c: str | None = None) -> None:
+        """F."""
+
+    schema = params(f)
+    assert schema["required"] == ["a"]
+    assert schema["properties"]["a"] == {"type": "integer"}
+    assert schema["properties"]["b"] == {"type": "integer", "default": 3}
+    assert schema["properties"]["c"] == {
+        "oneOf": [{"type": "string"}, {"type": "null"}],
+        "default": None,
+    }
+
+
+def test_h006_literal_annotated_list_and_literal_default() -> None:
+    """H-006: ``enum`` (+``type``), ``description``, ``items``; keys absent when unset."""
+
+    @tool
+    async def f(
+        mode: Literal["a", "b"],
+        note: Annotated[str, "doc"],
+        tags: list[str],
+        level: Literal["lo", "hi"] = "lo",
+    ) -> None:
+        """F."""
+
+    assert prop(f, "mode") == {"type": "string", "enum": ["a", "b"]}
+    assert prop(f, "note") == {"type": "string", "description": "doc"}
+    assert prop(f, "tags") == {"type": "array", "items": {"type": "string"}}
+    assert prop(f, "level") == {"type": "string", "enum": ["lo", "hi"], "default": "lo"}
+
+
+def test_h007_bare_list() -> None:
+    """H-007: bare ``list`` → ``{"type":"array"}``."""
+
+    @tool
+    async def f(xs: list) -> None:  # type: ignore[type-arg]
+        """F."""
+
+    assert prop(f, "xs") == {"type": "array"}
+
+
+def test_h008_attrs_class_with_only_defaults() -> None:
+    """H-008: no ``required`` key."""
+
+    @tool
+    async def f(d: Defaults) -> None:
+        """F."""
+
+    assert prop(f, "d") == {
+        "type": "object",
+        "properties": {
+            "a": {"type": "integer", "default": 1},
+            "b": {"type": "string", "default": "x"},
+        },
+        "additionalProperties": False,
+    }
+
+
+async def test_h009_list_of_attrs_objects() -> None:
+    """H-009: an array with object ``items``; valid arguments reach the body structured."""
+    seen: list[object] = []
+
+    @tool
+    async def deploy(servers: list[Server]) -> int:
+        """Deploy."""
+        seen.append(servers)
+        return len(servers)
+
+    schema = prop(deploy, "servers")
+    assert schema["type"] == "array"
+    assert schema["items"]["type"] == "object"
+    assert schema["items"]["additionalProperties"] is False
+    result = await execute(deploy, {"servers": [{"host": "a"}, {"host": "b", "port": 8080}]})
+    assert not result.is_error, result
+    assert result.value == 2
+    assert seen == [[Server("a"), Server("b", 8080)]]
+
+
+@pytest.mark.parametrize(
+    ("annotation", "expected"),
+    [
+        (str, {"type": "string"}),
+        (int, {"type": "integer"}),
+        (float, {"type": "number"}),
+        (bool, {"type": "boolean"}),
+        (None, {"type": "null"}),
+        (type(None), {"type": "null"}),
+        (int | None, {"oneOf": [{"type": "integer"}, {"type": "null"}]}),
+        (Optional[str], {"oneOf": [{"type": "string"}, {"type": "null"}]}),  # noqa: UP045
+        (Literal["a", "b"], {"type": "string", "enum": ["a", "b"]}),
+        (Literal[1, 2], {"type": "integer", "enum": [1, 2]}),
+        (Literal[True], {"type": "boolean", "enum": [True]}),
+        (Literal["a", 1], {"enum": ["a", 1]}),
+        (Color, {"enum": ["red", "green"]}),
+        (Level, {"enum": [1, 2]}),
+        (list[int], {"type": "array", "items": {"type": "integer"}}),
+        (tuple[str, ...], {"type": "array", "items": {"type": "string"}}),
+        (list, {"type": "array"}),
+        (dict[str, int], {"type": "object"}),
+        (Any, {}),
+        (object, {}),
+        (Annotated[int, "how many"], {"type": "integer", "description": "how many"}),
+        (Annotated[int, 5, "text", "more"], {"type": "integer", "description": "text"}),
+        (
+            list[Annotated[str, "a tag"]],
+            {"type": "array", "items": {"type": "string", "description": "a tag"}},
+        ),
+        (Optional[Any], {}),  # noqa: UP045 - Any already accepts null
+        (Literal["a", None] | None, {"enum": ["a", None]}),
+        (
+            Defaults | None,
+            {
+                "oneOf": [
+                    {
+                        "type": "object",
+                        "properties": {
+                            "a": {"type": "integer", "default": 1},
+                            "b": {"type": "string", "default": "x"},
+                        },
+                        "additionalProperties": False,
+                    },
+                    {"type": "null"},
+                ]
+            },
+        ),
+    ],
+    ids=repr,
+)
+def test_h026_annotation_mapping(annotation: Any, expected: Any) -> None:
+    """H-026: every supported annotation maps as in §12.4 (parameter and return)."""
+
+    async def f(x: Any) -> Any:
+        """F."""
+
+    f.__annotations__ = {"x": annotation, "return": annotation}
+    defn = tool(f)
+    assert prop(defn, "x") == expected
+    assert thaw_json(defn.output.schema) == expected
+
+
+def test_h027_root_open_attrs_closed() -> None:
+    """H-027: no ``additionalProperties`` at the root; attrs objects are closed."""
+
+    @tool
+    async def f(server: Server) -> None:
+        """F."""
+
+    assert "additionalProperties" not in params(f)
+    assert prop(f, "server")["additionalProperties"] is False
+
+
+async def test_h027_root_open_attrs_closed_at_run_time() -> None:
+    @tool
+    async def f(server: Server) -> str:
+        """F."""
+        return server.host
+
+    ok = await execute(f, {"server": {"host": "h"}, "unexpected": 1})
+    assert not ok.is_error, ok
+    bad = await execute(f, {"server": {"host": "h", "x": 1}})
+    assert error_text(bad) == (
+        'Error: invalid arguments: "server.x" is not a declared property '
+        "(additionalProperties: false)"
+    )
+
+
+# --------------------------------------------------------------------------- decoration errors
+
+
+def test_h031_sync_function() -> None:
+    """H-031: ``@tool(<name>) requires an async function``."""
+
+    def sync(x: int) -> int:
+        """Sync."""
+        return x
+
+    with pytest.raises(TypeError) as info:
+        tool(sync)  # type: ignore[arg-type]
+    assert str(info.value) == "@tool(sync) requires an async function"
+    with pytest.raises(TypeError) as info:
+        tool(name="renamed")(sync)  # type: ignore[arg-type]
+    assert str(info.value) == "@tool(renamed) requires an async function"
+
+
+def test_h031_variadic_parameters() -> None:
+    async def star(*args: int) -> None:
+        """Star."""
+
+    async def double_star(**kwargs: int) -> None:
+        """Double star."""
+
+    for fn in (star, double_star):
+        with pytest.raises(TypeError) as info:
+            tool(fn)
+        assert str(info.value) == f"@tool({fn.__name__}): *args and **kwargs are not supported"
+
+
+def test_h031_missing_annotation() -> None:
+    async def f(path, n: int) -> None:  # type: ignore[no-untyped-def]
+        """F."""
+
+    with pytest.raises(TypeError) as info:
+        tool(f)
+    assert str(info.value) == '@tool(f): parameter "path" needs a type annotation'
+
+
+@pytest.mark.parametrize(
+    ("annotation", "offending"),
+    [
+        (set[int], set[int]),
+        (int | str, int | str),
+        (tuple[int, str], tuple[int, str]),
+        (dict[int, str], dict[int, str]),
+        (list[bytes], bytes),
+        (Literal[1.5], Literal[1.5]),
+        (dict[str, complex], complex),
+    ],
+    ids=repr,
+)
+def test_h031_unsupported_annotation(annotation: Any, offending: Any) -> None:
+    async def f(p: Any) -> None:
+        """F."""
+
+    f.__annotations__ = {"p": annotation, "return": None}
+    with pytest.raises(TypeError) as info:
+        tool(f)
+    assert str(info.value) == f'@tool(f): unsupported annotation {offending!r} for "p"'
+
+
+def test_h031_unsupported_return_annotation() -> None:
+    async def f() -> bytes:
+        """F."""
+        return b""
+
+    with pytest.raises(TypeError) as info:
+        tool(f)
+    assert str(info.value) == f'@tool(f): unsupported annotation {bytes!r} for "return"'
+
+
+def test_h031_no_description() -> None:
+    async def f(x: int) -> None:
+        pass
+
+    with pytest.raises(ValueError, match="description") as info:
+        tool(f)
+    assert str(info.value) == (
+        "@tool(f): a description is required (pass description= or write a docstring)"
+    )
+    assert tool(description="Given.")(f).description == "Given."
+
+
+def test_self_referencing_attrs_class_is_unsupported() -> None:
+    @attrs.frozen
+    class Node:
+        children: list[Node]
+
+    async def f(node: Any) -> None:
+        """F."""
+
+    f.__annotations__ = {"node": Node, "return": None}
+    with pytest.raises(TypeError) as info:
+        tool(f)
+    assert str(info.value) == f'@tool(f): unsupported annotation {Node!r} for "node"'
+
+
+def test_default_must_be_lossless() -> None:
+    async def f(x: float = math.nan) -> None:
+        """F."""
+
+    with pytest.raises(TypeError, match=r'^@tool\(f\): the default of "x" is not lossless JSON'):
+        tool(f)
+
+
+def test_defaults_are_unstructured() -> None:
+    @tool
+    async def f(color: Color = Color.GREEN, server: Server = Server("h")) -> None:
+        """F."""
+
+    assert prop(f, "color")["default"] == "green"
+    assert prop(f, "server")["default"] == {"host": "h", "port": 80}
+
+
+def test_name_and_description() -> None:
+    @tool
+    async def documented(x: int) -> None:
+        """First line of the summary
+        continues here.
+
+        Details that are not part of the description.
+        """
+
+    assert documented.name == "documented"
+    assert documented.description == "First line of the summary continues here."
+
+    @tool(name="other", description="Explicit.")
+    async def renamed(x: int) -> None:
+        """Ignored."""
+
+    assert isinstance(renamed, ToolDefinition)
+    assert (renamed.name, renamed.description) == ("other", "Explicit.")
+
+
+@pytest.mark.parametrize("timeout", [0, -2.5, math.inf, math.nan])
+def test_timeout_is_checked(timeout: float) -> None:
+    async def f() -> None:
+        """F."""
+
+    with pytest.raises(ValueError, match="timeout") as info:
+        tool(timeout=timeout)(f)
+    assert str(info.value) == "@tool(f): timeout must be a positive finite number"
+    assert tool(timeout=2)(f).timeout == 2.0
+
+
+# --------------------------------------------------------------------------- running
+
+
+async def test_h025_literal_and_enum_values() -> None:
+    """H-025: the schema ``enum`` holds the values; the body gets the member / literal."""
+    seen: list[tuple[Color, Level, str]] = []
+
+    @tool
+    async def paint(color: Color, level: Level, mode: Literal["a", "b"] = "a") -> str:
+        """Paint."""
+        seen.append((color, level, mode))
+        return color.value
+
+    assert prop(paint, "color")["enum"] == ["red", "green"]
+    assert prop(paint, "level")["enum"] == [1, 2]
+    result = await execute(paint, {"color": "green", "level": 2, "mode": "b"})
+    assert not result.is_error, result
+    assert seen == [(Color.GREEN, Level.HIGH, "b")]
+    assert type(seen[0][1]) is Level
+    bad = await execute(paint, {"color": "blue", "level": 2})
+    assert error_text(bad) == 'Error: invalid arguments: "color" must be one of ["red","green"]'
+
+
+async def test_arguments_are_structured_into_their_annotations() -> None:
+    seen: dict[str, object] = {}
+
+    @tool
+    async def f(
+        ratio: float,
+        count: int,
+        names: tuple[str, ...],
+        table: dict[str, int],
+        anything: Any,
+        thing: object,
+        maybe: Server | None = None,
+    ) -> None:
+        """F."""
+        seen.update(
+            ratio=ratio, count=count, names=names, table=table, anything=anything, thing=thing
+        )
+        seen["maybe"] = maybe
+
+    arguments = {
+        "ratio": 3,
+        "count": 2.0,
+        "names": ["a", "b"],
+        "table": {"k": 1},
+        "anything": {"x": [1]},
+        "thing": [None],
+        "maybe": {"host": "h"},
+    }
+    result = await execute(f, arguments)
+    assert not result.is_error, result
+    assert seen["ratio"] == 3.0
+    assert type(seen["ratio"]) is float
+    assert seen["count"] == 2
+    assert type(seen["count"]) is int
+    assert seen["names"] == ("a", "b")
+    assert seen["table"] == {"k": 1}
+    # Any and object receive the frozen JSON value as it is.
+    assert seen["anything"] == freeze_json({"x": [1]})
+    assert seen["thing"] == (None,)
+    assert seen["maybe"] == Server("h")
+
+
+async def test_missing_optional_parameters_use_python_defaults() -> None:
+    seen: list[object] = []
+
+    @tool
+    async def f(a: int, b: int = 7, c: Server = Server("dflt"), /) -> None:
+        """F (positional-only parameters too)."""
+        seen.append((a, b, c))
+
+    result = await execute(f, {"a": 1, "c": {"host": "x"}})
+    assert not result.is_error, result
+    assert seen == [(1, 7, Server("x"))]
+    result = await execute(f, {"a": 1})
+    assert not result.is_error, result
+    assert seen[-1] == (1, 7, Server("dflt"))
+
+
+async def test_h050_structuring_failure() -> None:
+    """H-050: ``"<p>" could not be structured: <message>`` (an attrs validator raised)."""
+    seen: list[object] = []
+
+    @tool
+    async def deploy(server: Server, other: Server | None = None) -> None:
+        """Deploy."""
+        seen.append(server)
+
+    result = await execute(deploy, {"server": {"host": "h", "port": -1}})
+    assert error_text(result) == (
+        'Error: invalid arguments: "server" could not be structured: port must be positive'
+    )
+    assert result.error is not None
+    assert result.error.info == ErrorInfo("ToolArgsError", "INVALID_ARGS")
+    both = await execute(
+        deploy, {"server": {"host": "h", "port": 0}, "other": {"host": "o", "port": -5}}
+    )
+    assert both.error is not None
+    assert both.error.message == str(
+        ToolArgsError(
+            [
+                '"server" could not be structured: port must be positive',
+                '"other" could not be structured: port must be positive',
+            ]
+        )
+    )
+    assert seen == []
+
+
+async def test_h051_context_parameter() -> None:
+    """H-051: the ``ToolRunContext`` parameter gets the context and is not in the schema."""
+    seen: list[object] = []
+
+    @tool
+    async def f(ctx: ToolRunContext, /, path: str, *, flag: bool = False) -> str:
+        """F."""
+        seen.append((ctx.call_id, ctx.name, path, flag))
+        return path
+
+    assert params(f) == {
+        "type": "object",
+        "properties": {"path": {"type": "string"}, "flag": {"type": "boolean", "default": False}},
+        "required": ["path"],
+    }
+    result = await execute(f, {"path": "p", "flag": True})
+    assert not result.is_error, result
+    assert seen == [("c1", "f", "p", True)]
+
+
+def test_h051_only_one_context_parameter() -> None:
+    async def f(a: ToolRunContext, b: ToolRunContext) -> None:
+        """F."""
+
+    with pytest.raises(TypeError, match="only one parameter may receive the ToolRunContext"):
+        tool(f)
+
+
+async def test_h049_attrs_return_value() -> None:
+    """H-049: the output schema is derived; the returned instance is unstructured, validated."""
+
+    @tool
+    async def check(fail: bool = False) -> Report:
+        """Check."""
+        if fail:
+            return "not a report"  # type: ignore[return-value]
+        return Report(ok=True, servers=[Server("a")])
+
+    assert thaw_json(check.output.schema) == {
+        "type": "object",
+        "properties": {
+            "ok": {"type": "boolean"},
+            "servers": {
+                "type": "array",
+                "items": prop_schema_of_server(),
+            },
+        },
+        "required": ["ok", "servers"],
+        "additionalProperties": False,
+    }
+    result = await execute(check, {})
+    assert not result.is_error, result
+    assert result.value == freeze_json({"ok": True, "servers": [{"host": "a", "port": 80}]})
+    bad = await execute(check, {"fail": True})
+    assert bad.error is not None
+    assert bad.error.info == ErrorInfo("ToolOutputError", "INVALID_TOOL_OUTPUT")
+    assert bad.error.message == 'tool "check" returned invalid output: "value" must be an object'
+
+
+def prop_schema_of_server() -> Any:
+    return {
+        "type": "object",
+        "properties": {"host": {"type": "string"}, "port": {"type": "integer", "default": 80}},
+        "required": ["host"],
+        "additionalProperties": False,
+    }
+
+
+@pytest.mark.parametrize(
+    "value",
+    [{"b": [1, "é"], "a": None}, [1, {"x": 2.5}], [], {}],
+    ids=["dict", "list", "empty-list", "empty-dict"],
+)
+async def test_h058_default_render_of_dicts_and_lists(value: Any) -> None:
+    """H-058: the text is ``json.dumps(value, ensure_ascii=False, indent=2)`` (frozen value)."""
+
+    @tool
+    async def f() -> Any:
+        """F."""
+        return value
+
+    result = await execute(f, {})
+    assert not result.is_error, result
+    assert result.value == freeze_json(value)
+    assert result.content == (
+        TextContent(json.dumps(freeze_json(value), ensure_ascii=False, indent=2)),
+    )
+
+
+async def test_default_render_of_a_string_and_custom_render() -> None:
+    @tool
+    async def s() -> str:
+        """S."""
+        return "plain"
+
+    assert (await execute(s, {})).content == (TextContent("plain"),)
+
+    def render(args: JsonValue, value: JsonValue) -> list[TextContent]:
+        return [TextContent(f"{args['n']}->{value}")]
+
+    def meta(args: JsonValue, value: JsonValue) -> JsonValue:
+        return {"n": value}
+
+    @tool(render=render, presentation_meta=meta)
+    async def double(n: int) -> int:
+        """Double."""
+        return n * 2
+
+    result = await execute(double, {"n": 4})
+    assert result.content == (TextContent("4->8"),)
+    assert result.meta == {"n": 8}
+
+
+def test_m005_m011_concurrency() -> None:
+    """M-005/M-011 (@tool): ``True`` stays ``True``; a callable sees valid frozen arguments."""
+    seen: list[object] = []
+
+    def classify(args: FrozenDict) -> object:
+        seen.append(args)
+        return args["n"] > 0
+
+    @tool(is_concurrency_safe=classify)
+    async def c(n: int) -> None:
+        """C."""
+
+    @tool(is_concurrency_safe=True)
+    async def p(n: int) -> None:
+        """P."""
+
+    @tool
+    async def e(n: int) -> None:
+        """E."""
+
+    runtime = ToolRuntime()
+    for defn in (c, p, e):
+        runtime.register(defn)
+    assert p.is_concurrency_safe is True
+    assert e.is_concurrency_safe is False
+    assert mode(runtime, "c", {"n": 1}) is ExecutionMode.PARALLEL
+    assert mode(runtime, "c", {"n": -1}) is ExecutionMode.EXCLUSIVE
+    assert mode(runtime, "c", {"n": "1"}) is ExecutionMode.EXCLUSIVE
+    assert mode(runtime, "c", {}) is ExecutionMode.EXCLUSIVE
+    assert seen == [{"n": 1}, {"n": -1}]
+    for arguments in ({"n": 1}, {}, "junk"):
+        assert mode(runtime, "p", arguments) is ExecutionMode.PARALLEL
+        assert mode(runtime, "e", arguments) is ExecutionMode.EXCLUSIVE
+
+
+async def test_invalid_arguments_never_reach_the_function() -> None:
+    seen: list[object] = []
+
+    @tool
+    async def f(path: str) -> None:
+        """F."""
+        seen.append(path)
+
+    result = await run_tool(f, {"path": 1})
+    assert error_text(result) == 'Error: invalid arguments: "path" must be a string'
+    assert seen == []
+
+
+async def run_tool(defn: ToolDefinition, arguments: object) -> ToolResult:
+    runtime = ToolRuntime()
+    runtime.register(defn)
+    return await run(runtime, defn.name, arguments)
+
+
+# --------------------------------------------------------------------------- properties
+
+_LEAF_ANNOTATIONS: list[Any] = [
+    str,
+    int,
+    float,
+    bool,
+    type(None),
+    Any,
+    object,
+    Literal["a", "b"],
+    Literal[1, "x", None],
+    Color,
+    Level,
+    list,
+]
+_FIELD_NAMES = st.sampled_from(["a", "b", "c", "path", "__proto__"])
+
+
+@st.composite
+def _attrs_classes(draw: st.DrawFn, inner: st.SearchStrategy[Any]) -> Any:
+    fields = draw(
+        st.lists(
+            st.tuples(_FIELD_NAMES, inner, st.booleans()), max_size=3, unique_by=lambda f: f[0]
+        )
+    )
+    attributes = {
+        name: attrs.field(type=annotation, default=None if has_default else attrs.NOTHING)
+        for name, annotation, has_default in fields
+    }
+    return attrs.make_class("Generated", attributes, kw_only=True, frozen=True)
+
+
+def annotation_types(*, structurable: bool = False) -> st.SearchStrategy[Any]:
+    """Supported annotations. ``structurable`` leaves out ``dict[str, T]`` with a typed ``T``,
+    whose values the subset cannot constrain (any valid value might fail to structure)."""
+
+    def extend(inner: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+        options = [
+            inner.map(lambda t: list[t]),  # type: ignore[valid-type]
+            inner.map(lambda t: tuple[t, ...]),  # type: ignore[valid-type]
+            inner.map(lambda t: Optional[t]),  # noqa: UP045
+            inner.map(lambda t: Annotated[t, "described"]),
+            _attrs_classes(inner),
+            st.just(dict[str, Any]),
+        ]
+        if not structurable:
+            options.append(inner.map(lambda t: dict[str, t]))  # type: ignore[valid-type]
+        return st.one_of(*options)
+
+    return st.recursive(st.sampled_from(_LEAF_ANNOTATIONS), extend, max_leaves=5)
+
+
+@st.composite
+def signatures(draw: st.DrawFn, *, structurable: bool = False) -> list[tuple[str, Any, bool]]:
+    """``(name, annotation, has_default)`` per parameter."""
+    return draw(
+        st.lists(
+            st.tuples(_FIELD_NAMES, annotation_types(structurable=structurable), st.booleans()),
+            max_size=4,
+            unique_by=lambda p: p[0],
+        )
+    )
+
+
+def function_with(
+    signature: list[tuple[str, Any, bool]], received: list[dict[str, Any]] | None = None
+) -> Any:
+    """An ``async def`` with ``signature`` as its signature; it records its arguments."""
+
+    async def generated(**kwargs: Any) -> None:
+        """Generated."""
+        if received is not None:
+            received.append(kwargs)
+
+    parameters = [
+        inspect.Parameter(
+            name,
+            inspect.Parameter.KEYWORD_ONLY,
+            default=None if has_default else inspect.Parameter.empty,
+            annotation=annotation,
+        )
+        for name, annotation, has_default in signature
+    ]
+    generated.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
+    generated.__annotations__ = {name: annotation for name, annotation, _ in signature}
+    generated.__annotations__["return"] = type(None)
+    return generated
+
+
+def _check_required(annotation: Any, schema: Any) -> None:
+    """Walk an annotation and its schema together, checking every attrs level's ``required``."""
+    origin = typing.get_origin(annotation)
+    args = typing.get_args(annotation)
+    if origin is Annotated:
+        _check_required(args[0], schema)
+    elif origin is typing.Union:
+        inner = next(a for a in args if a is not type(None))
+        _check_required(inner, schema["oneOf"][0] if "oneOf" in schema else schema)
+    elif origin in (list, tuple):
+        _check_required(args[0], schema["items"])
+    elif attrs.has(annotation):
+        fields = attrs.fields(annotation)
+        expected = [f.name for f in fields if f.default is attrs.NOTHING]
+        assert schema.get("required", []) == expected
+        assert ("required" in schema) == bool(expected)
+        for f in fields:
+            _check_required(f.type, schema["properties"][f.name])
+
+
+@given(signature=signatures())
+def test_h052_required_is_the_parameters_without_defaults(
+    signature: list[tuple[str, Any, bool]],
+) -> None:
+    """H-052: at every level, ``required`` lists exactly the names without defaults."""
+    defn = tool(function_with(signature))
+    schema = params(defn)
+    expected = [name for name, _, has_default in signature if not has_default]
+    assert schema.get("required", []) == expected
+    assert ("required" in schema) == bool(expected)
+    assert list(schema["properties"]) == [name for name, _, _ in signature]
+    for name, annotation, _ in signature:
+        _check_required(annotation, schema["properties"][name])
+
+
+@given(annotation=annotation_types())
+def test_h053_derivation_is_total(annotation: Any) -> None:
+    """H-053: every supported annotation derives a supported schema, as parameter and output."""
+
+    async def f(x: Any) -> Any:
+        """F."""
+
+    f.__annotations__ = {"x": annotation, "return": annotation}
+    defn = tool(f)
+    assert_supported_json_schema(defn.parameters)
+    assert_supported_json_schema(defn.output.schema)
+    assert defn.output.schema == defn.parameters["properties"]["x"]
+
+
+@given(data=st.data())
+def test_h054_generated_arguments_run(data: st.DataObject) -> None:
+    """H-054/H-009: arguments generated from a derived schema validate and structure."""
+    signature = data.draw(signatures(structurable=True), label="signature")
+    received: list[dict[str, Any]] = []
+    defn = tool(function_with(signature, received))
+    arguments = data.draw(valid_values(params(defn)), label="arguments")
+    result = trio.run(execute, defn, arguments)
+    assert not result.is_error, result
+    assert len(received) == 1
+    # Undeclared keys (the root is open) are validated but not passed on.
+    assert set(received[0]) == set(arguments) & {name for name, _, _ in signature}
