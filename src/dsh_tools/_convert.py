@@ -166,5 +166,15 @@ def structure_result(data: object) -> ToolResult:
 
 def _detail(exc: BaseException) -> str:
     if isinstance(exc, cattrs.BaseValidationError):
-        return "; ".join(cattrs.transform_error(exc))
+        return "; ".join(cattrs.transform_error(exc, format_exception=_format_leaf))
+    return _format_leaf(exc, None)
+
+
+def _format_leaf(exc: BaseException, _: object) -> str:
+    # Our hooks raise messages that already say what is wrong; keep them (cattrs' default
+    # formatter would replace them with a generic "invalid value for type").
+    if isinstance(exc, KeyError):
+        return "required field missing"
+    if isinstance(exc, cattrs.ForbiddenExtraKeysError):
+        return f"unknown keys {sorted(exc.extra_fields)}"
     return str(exc) or type(exc).__name__
