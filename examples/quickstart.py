@@ -7,6 +7,8 @@ durable JSON form (what a session log or a model message would carry).
 from __future__ import annotations
 
 import json
+import tempfile
+from pathlib import Path
 
 import trio
 
@@ -26,31 +28,14 @@ from dsh_tools import (
     ToolRuntime,
     define_tool,
 )
+from dsh_tools.examples import file_tools
 from dsh_tools.policies import install_timeout_policy
-
-
-async def add(args: JsonValue, ctx: ToolRunContext) -> int:
-    total: int = args["a"] + args["b"]
-    return total
 
 
 async def slow(args: JsonValue, ctx: ToolRunContext) -> str:
     await trio.sleep(10)
     return "finished"
 
-
-ADD = define_tool(
-    name="add",
-    description="Add two integers.",
-    parameters={
-        "type": "object",
-        "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
-        "required": ["a", "b"],
-    },
-    output=Output(schema={"type": "integer"}, render=lambda args, value: [TextContent(str(value))]),
-    execute=add,
-    is_concurrency_safe=True,
-)
 
 SLOW = define_tool(
     name="slow",
@@ -80,42 +65,55 @@ async def timing(execution: ToolExecution, call_next: CallNext[ToolResult]) -> T
     return result
 
 
-async def no_thirteen(execution: ToolExecution, call_next: CallNext[PreDecision]) -> PreDecision:
-    """A scoped pre-execute hook: deny one argument value, delegate otherwise."""
-    if execution.arguments.get("a") == 13:
-        return Deny("13 is unlucky")
+async def read_only(execution: ToolExecution, call_next: CallNext[PreDecision]) -> PreDecision:
+    """A scoped pre-execute hook: this agent may look, not touch."""
+    if execution.name in ("write_file", "delete_file"):
+        return Deny("this agent is read-only")
     return await call_next()
 
 
-def no_negatives(execution: ToolExecution) -> str | None:
+def no_secrets(execution: ToolExecution) -> str | None:
     """A guard: deny-only, synchronous, and no hook can override it."""
-    values = execution.arguments.values()
-    if any(isinstance(v, int) and v < 0 for v in values):
-        return "negative numbers are not allowed"
+    path = execution.arguments.get("path", "")
+    if isinstance(path, str) and path.endswith(".secret"):
+        return f'"{path}" is a secret'
     return None
 
 
 async def main() -> None:
+    with tempfile.TemporaryDirectory(prefix="dsh-quickstart-") as tmp:
+        await tour(Path(tmp))
+
+
+async def tour(workspace: Path) -> None:
     runtime = ToolRuntime()
-    runtime.register(ADD)
+    for definition in file_tools(workspace):
+        runtime.register(definition)
     runtime.register(SLOW)
     install_timeout_policy(runtime)
     runtime.on_pre_execute(audit)
     runtime.wrap_execute(timing)
+    print(f"workspace: {workspace}")
+    print("tools:", ", ".join(schema.name for schema in runtime.schemas()))
 
     async def run(label: str, name: str, scope: Scope | None = None, **arguments: object) -> None:
         call = ToolCall(call_id=label, name=name, arguments=arguments, scope=scope)
         show(label, await runtime.execute(call))
 
-    # One agent's scope: it may use `add` only, never with a negative number, never with 13.
-    with runtime.open_scope(name="calculator-agent") as agent:
-        agent.restrict(allow=["add"])
-        agent.guard(no_negatives)
-        agent.on_pre_execute(no_thirteen)
-        await run("add 2+3", "add", agent, a=2, b=3)
-        await run("add -1+3 (guard)", "add", agent, a=-1, b=3)
-        await run("add 13+1 (denied by hook)", "add", agent, a=13, b=1)
-        await run("add with bad arguments", "add", agent, a="two")
+    await run("write notes.txt", "write_file", path="notes.txt", content="remember the milk")
+    await run("write key.secret", "write_file", path="key.secret", content="hunter2")
+
+    # One agent's scope: read-only (a hook), no secrets (a guard), no `slow` (a restriction).
+    with runtime.open_scope(name="reader-agent") as agent:
+        agent.restrict(deny=["slow"])
+        agent.guard(no_secrets)
+        agent.on_pre_execute(read_only)
+        await run("read notes.txt", "read_file", agent, path="notes.txt")
+        await run("list the workspace", "list_dir", agent)
+        await run("read key.secret (guard)", "read_file", agent, path="key.secret")
+        await run("write (denied by hook)", "write_file", agent, path="x.txt", content="x")
+        await run("read ../etc (outside)", "read_file", agent, path="../etc/passwd")
+        await run("read with bad arguments", "read_file", agent, max_bytes="all")
         await run("slow (restricted away)", "slow", agent)
 
     await run("unknown tool", "nope")
@@ -126,8 +124,8 @@ async def main() -> None:
         nursery.start_soon(_abort_soon, abort)
         call = ToolCall(call_id="aborted", name="slow", abort=abort)
         show("slow (aborted mid-body)", await runtime.execute(call))
-    call = ToolCall(call_id="too-late", name="add", arguments={"a": 1, "b": 1}, abort=abort)
-    show("add (aborted before start)", await runtime.execute(call))
+    call = ToolCall(call_id="too-late", name="list_dir", abort=abort)
+    show("list (aborted before start)", await runtime.execute(call))
 
 
 async def _abort_soon(abort: Abort) -> None:

@@ -1,7 +1,7 @@
 """Validation against the supported JSON Schema subset (runtime.md §12.2).
 
-A schema is checked and compiled once into a graph of :class:`_Node` objects; validating a
-value is then a walk over that graph and the data with an explicit stack, so neither a
+A schema is checked and compiled once into a graph of nodes (``_schema_compile``); validating
+a value is then a walk over that graph and the data with an explicit stack, so neither a
 5000-deep schema nor 5000-deep data touches Python's recursion limit, and no keyword is
 looked up per call.
 
@@ -13,51 +13,27 @@ work is pushed in reverse of that order.
 
 from __future__ import annotations
 
-import json
-import math
 from typing import Any, Final, TypeAlias, final
 
-from ._json import FrozenDict, JsonValue, _int_ok, is_lossless_str
-from ._schema_check import SCHEMA_TYPES, assert_supported_json_schema
+from ._json import FrozenDict, JsonValue
+from ._schema_check import assert_supported_json_schema
+from ._schema_compile import (
+    ANY,
+    ARRAY,
+    FLOAT,
+    NONJSON,
+    OBJECT,
+    SCALAR_TYPES,
+    Node,
+    compile_nodes,
+    kind_of,
+    scalar_key,
+)
 
 __all__ = ["CompiledSchema", "compile_schema", "validate_args", "validate_json_value"]
 
-# Shallow kinds of a value. Negative kinds are not JSON at this node.
-_NONJSON: Final = -1
-_NONFINITE: Final = -2
-_NULL: Final = 0
-_BOOL: Final = 1
-_INT: Final = 2
-_FLOAT: Final = 3
-_STR: Final = 4
-_OBJECT: Final = 5
-_ARRAY: Final = 6
-
-# Per declared type: the accepted kinds and the violation suffix. "integer" also accepts an
-# integral float, checked separately.
-_TYPE_KINDS: Final[dict[str, frozenset[int]]] = {
-    "string": frozenset((_STR,)),
-    "number": frozenset((_INT, _FLOAT)),
-    "integer": frozenset((_INT,)),
-    "boolean": frozenset((_BOOL,)),
-    "null": frozenset((_NULL,)),
-    "object": frozenset((_OBJECT,)),
-    "array": frozenset((_ARRAY,)),
-}
-_TYPE_MESSAGES: Final[dict[str, str]] = {
-    "string": "must be a string",
-    "number": "must be a number",
-    "integer": "must be an integer",
-    "boolean": "must be a boolean",
-    "null": "must be null",
-    "object": "must be an object",
-    "array": "must be an array",
-}
-assert set(_TYPE_KINDS) == set(SCHEMA_TYPES) == set(_TYPE_MESSAGES)
-
 _LOSSLESS: Final = "must be a lossless JSON value"
 _FINITE: Final = "must be a finite JSON number"
-_INF: Final = math.inf
 
 # A data path is built lazily as a chain ``(parent, step)`` ending in the caller's root
 # string; only a reported violation renders it. Steps are ``str`` keys or ``int`` indexes.
@@ -78,175 +54,6 @@ def _render_path(path: _Path) -> str:
         else:
             text = step
     return text or "arguments"
-
-
-def _kind(value: Any, frozen: bool) -> int:
-    """Classify ``value`` shallowly; ``frozen`` means it came out of ``freeze_json``."""
-    t = type(value)
-    if t is str:
-        if frozen or value.isascii() or is_lossless_str(value):
-            return _STR
-        return _NONJSON
-    if t is int:
-        return _INT if frozen or _int_ok(value) else _NONJSON
-    if t is bool:
-        return _BOOL
-    if t is float:
-        if frozen:
-            return _FLOAT
-        if value != value or value == _INF or value == -_INF:
-            return _NONFINITE
-        # freeze_json rejects -0.0 (it does not survive every JSON parser), so it is not
-        # lossless here either.
-        if value == 0.0 and math.copysign(1.0, value) < 0:
-            return _NONJSON
-        return _FLOAT
-    if value is None:
-        return _NULL
-    if t is FrozenDict:
-        return _OBJECT
-    if t is dict:
-        for key in value:
-            if type(key) is not str or not (key.isascii() or is_lossless_str(key)):
-                return _NONJSON
-        return _OBJECT
-    if t is list or t is tuple:
-        return _ARRAY
-    return _NONJSON
-
-
-def _scalar_key(value: object, kind: int) -> object:
-    # JSON equality for enum/const: 1 == 1.0, but true != 1 (Python would say it is).
-    if kind in (_INT, _FLOAT):
-        return (_INT, value)
-    if kind >= _OBJECT:
-        return (kind, id(value))  # never equal to a scalar key
-    return (kind, value)
-
-
-@final
-class _Node:
-    """One compiled schema node. ``None`` fields mean "no such constraint"."""
-
-    __slots__ = (
-        "closed",
-        "const_key",
-        "const_message",
-        "declared",
-        "enum_keys",
-        "enum_message",
-        "fast",
-        "integer",
-        "items",
-        "kinds",
-        "one_of",
-        "properties",
-        "property_names",
-        "required",
-        "scalar_branches",
-        "type_message",
-    )
-
-    def __init__(self) -> None:
-        self.kinds: frozenset[int] | None = None
-        self.integer = False
-        self.type_message = ""
-        self.enum_keys: frozenset[object] | None = None
-        self.enum_message = ""
-        self.const_key: object = None
-        self.const_message: str | None = None
-        self.one_of: tuple[_Node, ...] | None = None
-        # Objects: ``declared`` is true for "type": "object" (only then do the object keywords
-        # exist); properties in declaration order.
-        self.declared = False
-        self.properties: tuple[tuple[str, _Node], ...] = ()
-        self.property_names: frozenset[str] = frozenset()
-        self.required: tuple[str, ...] = ()
-        self.closed = False
-        self.items: _Node | None = None
-        # Fast paths, set once the node is complete. ``fast``: the Python types a value may
-        # have to be accepted outright when it is known to be lossless (a node that only
-        # constrains a scalar type, or nothing). ``scalar_branches``: every oneOf branch is
-        # such a typed scalar node, so matches are counted without validating branches.
-        self.fast: frozenset[type] | None = None
-        self.scalar_branches = False
-
-
-def _dumps(value: object) -> str:
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
-
-
-def _compile(schema: object) -> _Node:
-    """Compile a schema that passed :func:`assert_supported_json_schema`.
-
-    Each schema object becomes exactly one node (shared sub-schemas stay shared), so the
-    compiled graph is the schema's DAG. Nodes are allocated on discovery and filled in
-    place, which needs no particular visiting order and no recursion.
-    """
-    nodes: dict[int, _Node] = {}
-
-    def node_for(schema_node: Any, pending: list[Any]) -> _Node:
-        found = nodes.get(id(schema_node))
-        if found is None:
-            found = nodes[id(schema_node)] = _Node()
-            pending.append(schema_node)
-        return found
-
-    pending: list[Any] = []
-    root = node_for(schema, pending)
-    while pending:
-        s = pending.pop()
-        n = nodes[id(s)]
-        declared = s.get("type")
-        if declared is not None:
-            n.kinds = _TYPE_KINDS[declared]
-            n.integer = declared == "integer"
-            n.type_message = _TYPE_MESSAGES[declared]
-        if "enum" in s:
-            values = s["enum"]
-            n.enum_keys = frozenset(_scalar_key(v, _kind(v, True)) for v in values)
-            n.enum_message = f"must be one of {_dumps(list(values))}"
-        if "const" in s:
-            v = s["const"]
-            n.const_key = _scalar_key(v, _kind(v, True))
-            n.const_message = f"must be {_dumps(v)}"
-        if "oneOf" in s:
-            n.one_of = tuple(node_for(b, pending) for b in s["oneOf"])
-        if declared == "object":
-            n.declared = True
-            props = s.get("properties", {})
-            n.properties = tuple((k, node_for(v, pending)) for k, v in props.items())
-            n.property_names = frozenset(props)
-            n.required = tuple(s.get("required", ()))
-            n.closed = s.get("additionalProperties") is False
-        elif declared == "array" and "items" in s:
-            n.items = node_for(s["items"], pending)
-    for n in nodes.values():
-        if n.enum_keys is None and n.const_message is None and n.one_of is None:
-            if n.kinds is None:
-                n.fast = _SCALAR_TYPES
-            elif n.kinds <= _SCALAR_KINDS:
-                n.fast = frozenset(t for t, k in _PY_KINDS.items() if k in n.kinds)
-    for n in nodes.values():
-        if n.one_of is not None:
-            n.scalar_branches = all(b.fast is not None and b.kinds for b in n.one_of)
-    return root
-
-
-_SCALAR_TYPES: Final[frozenset[type]] = frozenset((str, int, float, bool, type(None)))
-_SCALAR_KINDS: Final = frozenset((_NULL, _BOOL, _INT, _FLOAT, _STR))
-_PY_KINDS: Final[dict[type, int]] = {
-    str: _STR,
-    int: _INT,
-    float: _FLOAT,
-    bool: _BOOL,
-    type(None): _NULL,
-}
-
-
-# The node of ``{}``: used for values no sub-schema constrains (items without "items",
-# undeclared keys of an open object), which must still be lossless JSON.
-_ANY: Final = _Node()
 
 
 @final
@@ -275,7 +82,7 @@ _LEAVE: Final = 3  # (op, id): a container's free walk is done; it is off the pa
 _Task: TypeAlias = tuple[Any, ...]
 
 
-def _run(root: _Node, value: object, path: str, sink: _Sink) -> None:
+def _run(root: Node, value: object, path: str, sink: _Sink) -> None:
     stack: list[_Task] = [(_VALIDATE, root, value, path, sink, False)]
     # Ids of the unfrozen containers on the current free-walk path: a container met again
     # there contains itself, which is not JSON. Frozen data cannot be cyclic.
@@ -295,9 +102,9 @@ def _run(root: _Node, value: object, path: str, sink: _Sink) -> None:
             else:
                 s.failed = True
         elif op == _ONE_OF:
+            # ``s`` cannot have failed since this task was pushed: only the branches, with
+            # sinks of their own, ran in between.
             _, branches, p, s = task
-            if s.failed:
-                continue
             matched = sum(1 for b in branches if not b.failed)
             if matched != 1:
                 s.emit(p, f"must match exactly one oneOf branch (matched {matched})")
@@ -307,7 +114,7 @@ def _run(root: _Node, value: object, path: str, sink: _Sink) -> None:
 
 
 def _validate_one(
-    node: _Node,
+    node: Node,
     v: Any,
     p: _Path,
     s: _Sink,
@@ -315,9 +122,9 @@ def _validate_one(
     stack: list[_Task],
     on_path: set[int],
 ) -> None:
-    kind = _kind(v, frozen)
+    kind = kind_of(v, frozen)
     if kind < 0:
-        s.emit(p, _LOSSLESS if kind == _NONJSON else _FINITE)
+        s.emit(p, _LOSSLESS if kind == NONJSON else _FINITE)
         return
     if type(v) is FrozenDict:
         frozen = True
@@ -325,12 +132,12 @@ def _validate_one(
     if (
         kinds is not None
         and kind not in kinds
-        and not (node.integer and kind == _FLOAT and v.is_integer())
+        and not (node.integer and kind == FLOAT and v.is_integer())
     ):
         s.emit(p, node.type_message)
         return
     if node.enum_keys is not None or node.const_message is not None:
-        key = _scalar_key(v, kind)
+        key = scalar_key(v, kind)
         if node.enum_keys is not None and key not in node.enum_keys:
             s.emit(p, node.enum_message)
         if node.const_message is not None and key != node.const_key:
@@ -339,7 +146,7 @@ def _validate_one(
         if node.scalar_branches:
             matched = 0
             for b in node.one_of:
-                if kind in b.kinds or (b.integer and kind == _FLOAT and v.is_integer()):  # type: ignore[operator]
+                if kind in b.kinds or (b.integer and kind == FLOAT and v.is_integer()):  # type: ignore[operator]
                     matched += 1
             if matched != 1:
                 s.emit(p, f"must match exactly one oneOf branch (matched {matched})")
@@ -351,12 +158,12 @@ def _validate_one(
         for branch, bs in zip(reversed(node.one_of), reversed(branches), strict=True):
             stack.append((_VALIDATE, branch, v, p, bs, frozen))
         return
-    if kind == _OBJECT:
+    if kind == OBJECT:
         if node.declared:
             _push_object(node, v, p, s, frozen, stack, on_path)
         elif not frozen:
             _push_free(v.items(), v, p, s, stack, on_path)
-    elif kind == _ARRAY:
+    elif kind == ARRAY:
         if node.items is not None:
             _push_children(
                 [(i, node.items, x) for i, x in enumerate(v)], p, s, frozen, stack, on_path
@@ -366,7 +173,7 @@ def _validate_one(
 
 
 def _push_object(
-    node: _Node,
+    node: Node,
     v: Any,
     p: _Path,
     s: _Sink,
@@ -411,7 +218,7 @@ def _push_object(
 
 
 def _push_children(
-    children: list[tuple[str | int, _Node, Any]],
+    children: list[tuple[str | int, Node, Any]],
     p: _Path,
     s: _Sink,
     frozen: bool,
@@ -433,7 +240,7 @@ def _push_children(
         if fast is not None and t in fast and (frozen or t is bool or x is None):
             i += 1  # accepted outright: the type is right and the value is lossless
             continue
-        if t not in _SCALAR_TYPES or (child.one_of is not None and not child.scalar_branches):
+        if t not in SCALAR_TYPES or (child.one_of is not None and not child.scalar_branches):
             break
         _validate_one(child, x, (p, step), s, frozen, stack, on_path)
         if s.failed:
@@ -463,7 +270,7 @@ def _push_free(
         if id(child) in on_path:
             stack.append((_EMIT, [f'"{_render_path((p, step))}" {_LOSSLESS}'], s))
         else:
-            stack.append((_VALIDATE, _ANY, child, (p, step), s, False))
+            stack.append((_VALIDATE, ANY, child, (p, step), s, False))
 
 
 @final
@@ -479,7 +286,7 @@ class CompiledSchema:
         assert_supported_json_schema(schema)
         #: The schema it was compiled from (kept alive, so its identity stays unique).
         self.schema = schema
-        self._root = _compile(schema)
+        self._root = compile_nodes(schema)
 
     def validate(self, value: object, path: str = "") -> list[str]:
         """Return every violation of ``value``, in the specification's order (§12.2).
