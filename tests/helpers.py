@@ -23,6 +23,7 @@ from dsh_tools import (
     ToolResult,
     ToolRunContext,
     ToolRuntime,
+    define_tool,
 )
 
 __all__ = [
@@ -87,8 +88,6 @@ def raw_tool(
 
 def make_echo(name: str = "echo") -> ToolDefinition:
     """The conformance fixture ``echo``: returns ``args.get("text", "")`` as one text block."""
-    # Imported here so that modules needing only raw definitions do not depend on §12.3.
-    from dsh_tools import define_tool
 
     async def body(args: FrozenDict, ctx: ToolRunContext) -> object:
         return args.get("text", "")

@@ -245,6 +245,26 @@ def test_h045_non_lossless_values_only_get_the_lossless_message(bad: object) -> 
         assert validate_json_value(schema, bad, path="x") == ['"x" must be a lossless JSON value']
 
 
+def test_h045_non_lossless_values_nested_under_typed_nodes() -> None:
+    schema = obj(
+        {
+            "s": STR,
+            "n": {"type": "number"},
+            "i": {"type": "integer"},
+            "any": {},
+            "xs": {"type": "array", "items": {"type": "number"}},
+        }
+    )
+    value = {"s": "ok\udfff", "n": -0.0, "i": 10**5000, "any": "\ud800", "xs": [1, -0.0]}
+    assert validate_args(schema, value) == [
+        '"s" must be a lossless JSON value',
+        '"n" must be a lossless JSON value',
+        '"i" must be a lossless JSON value',
+        '"any" must be a lossless JSON value',
+        '"xs[1]" must be a lossless JSON value',
+    ]
+
+
 def test_h045_cyclic_data() -> None:
     loop: list[object] = []
     loop.append(loop)
@@ -252,6 +272,15 @@ def test_h045_cyclic_data() -> None:
     d: dict[str, object] = {}
     d["me"] = d
     assert validate_args({"type": "object"}, d) == ['"me" must be a lossless JSON value']
+
+
+def test_h045_cyclic_data_inside_a_one_of_branch() -> None:
+    loop: list[object] = []
+    loop.append(loop)
+    schema = {"oneOf": [{"type": "array"}, {"type": "null"}]}
+    assert validate_json_value(schema, loop, path="x") == [
+        '"x" must match exactly one oneOf branch (matched 0)'
+    ]
 
 
 def test_h045_shared_data_is_not_a_cycle() -> None:
@@ -472,6 +501,13 @@ def test_h038_object_keyword_values() -> None:
     ]
 
 
+def test_h038_non_string_property_names() -> None:
+    assert violations({"type": "object", "properties": {1: {"type": "x"}}}) == [
+        '#: "properties" must be an object of schemas',
+        f"#/properties/1: {TYPE_PROBLEM}",
+    ]
+
+
 def test_h039_enum_and_const_values() -> None:
     assert violations({"type": "string", "enum": ["a", 1, None]}) == [
         '#: "enum" value 1 does not match type "string"',
@@ -590,6 +626,15 @@ def test_only_exact_dict_and_list_types_are_schema_nodes() -> None:
         pass
 
     assert violations(MyDict(type="string")) == ["#: schema must be an object"]
+
+
+def test_many_frozen_schemas_validate_correctly() -> None:
+    # More distinct frozen schemas than any compile cache would keep: results stay right.
+    schemas = [freeze_json({"type": "integer", "enum": [i]}) for i in range(1500)]
+    for i, schema in enumerate(schemas):
+        assert validate_json_value(schema, i) == []
+    assert validate_json_value(schemas[0], 1, path="v") == ['"v" must be one of [0]']
+    assert validate_json_value(schemas[0], 0) == []
 
 
 def test_validate_json_value_rejects_a_bad_schema() -> None:

@@ -242,7 +242,7 @@ def _maybe_frozen(data: st.DataObject, value: Any) -> Any:
     return freeze_json(value) if data.draw(st.booleans()) else value
 
 
-@settings(max_examples=600)
+@settings(max_examples=500)
 @given(st.data())
 def test_validity_agrees_with_jsonschema(data: st.DataObject) -> None:
     schema = data.draw(SCHEMAS, label="schema")

@@ -399,18 +399,98 @@ def test_h031_no_description() -> None:
     assert tool(description="Given.")(f).description == "Given."
 
 
-def test_self_referencing_attrs_class_is_unsupported() -> None:
-    @attrs.frozen
-    class Node:
-        children: list[Node]
+@attrs.define
+class _Unresolvable:
+    x: DoesNotExist  # type: ignore[name-defined]  # noqa: F821
 
-    async def f(node: Any) -> None:
+
+class _Empty(enum.Enum):
+    pass
+
+
+@pytest.mark.parametrize(
+    "annotation",
+    [
+        _Unresolvable,
+        _Empty,
+        attrs.make_class("Untyped", {"x": attrs.field()}),
+        [int],
+        Literal[Color.RED],
+    ],
+    ids=["unresolvable-attrs", "empty-enum", "untyped-attrs", "list-instance", "enum-literal"],
+)
+def test_h031_more_unsupported_annotations(annotation: Any) -> None:
+    async def f(p: Any) -> None:
         """F."""
 
-    f.__annotations__ = {"node": Node, "return": None}
+    f.__annotations__ = {"p": annotation, "return": None}
     with pytest.raises(TypeError) as info:
         tool(f)
-    assert str(info.value) == f'@tool(f): unsupported annotation {Node!r} for "node"'
+    assert str(info.value) == f'@tool(f): unsupported annotation {annotation!r} for "p"'
+
+
+def test_h031_unresolvable_annotation() -> None:
+    async def f(p: Nope) -> None:  # type: ignore[name-defined]  # noqa: F821
+        """F."""
+
+    with pytest.raises(TypeError) as info:
+        tool(f)
+    assert str(info.value) == "@tool(f): cannot resolve the annotations: name 'Nope' is not defined"
+
+
+@attrs.frozen
+class Options:
+    fixed: int = attrs.field(init=False, default=0)
+    tags: list[str] = attrs.Factory(list)
+    ratio: float = math.inf
+    level: Annotated[int, 5] = 1
+
+
+def test_attrs_field_details() -> None:
+    @tool
+    async def f(options: Options) -> None:
+        """F."""
+
+    assert prop(f, "options") == {
+        "type": "object",
+        "properties": {
+            # init=False fields are not data; a Factory or non-JSON default is not shown.
+            "tags": {"type": "array", "items": {"type": "string"}},
+            "ratio": {"type": "number"},
+            "level": {"type": "integer", "default": 1},
+        },
+        "additionalProperties": False,
+    }
+
+
+@attrs.frozen
+class TreeNode:
+    label: str
+    children: list[TreeNode]
+
+
+@attrs.frozen
+class Forest:
+    trees: list[TreeNode]
+
+
+def test_self_referencing_attrs_class_is_unsupported() -> None:
+    """The subset has no ``$ref``: a class that contains itself has no finite schema."""
+
+    async def f(forest: Forest) -> None:
+        """F."""
+
+    with pytest.raises(TypeError) as info:
+        tool(f)
+    assert str(info.value) == f'@tool(f): unsupported annotation {TreeNode!r} for "forest"'
+
+
+def test_a_class_used_twice_is_not_a_cycle() -> None:
+    async def f(a: Server, b: list[Server]) -> None:
+        """F."""
+
+    defn = tool(f)
+    assert prop(defn, "a") == prop(defn, "b")["items"] == prop_schema_of_server()
 
 
 def test_default_must_be_lossless() -> None:
@@ -570,6 +650,17 @@ async def test_h050_structuring_failure() -> None:
         )
     )
     assert seen == []
+
+
+async def test_h050_structuring_failure_outside_attrs() -> None:
+    @tool
+    async def f(x: float) -> None:
+        """F."""
+
+    result = await execute(f, {"x": 10**400})
+    assert error_text(result) == (
+        'Error: invalid arguments: "x" could not be structured: int too large to convert to float'
+    )
 
 
 async def test_h051_context_parameter() -> None:
