@@ -196,3 +196,68 @@ async def test_pipeline_invariants_install_disposes_every_hook() -> None:
     # Had the hooks stayed, this forged record would be the call's second "result".
     invariants.record("result", executions[0], result)
     assert invariants.violations == []
+
+
+async def test_stages_reject_the_wrong_state_type() -> None:
+    runtime = ToolRuntime()
+    execution = lowlevel.create(runtime, ToolCall(call_id="c", name="x"))
+    with pytest.raises(TypeError, match="dispatch\\(\\) expects a ReadyToDispatch, got ToolCall"):
+        await lowlevel.dispatch(ToolCall(call_id="c", name="x"))  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="finalize\\(\\) expects a NeedsFinalize, got NoneType"):
+        await lowlevel.finalize(None)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="finish\\(\\) expects a ToolResult, got str"):
+        lowlevel.finish(execution, "done")  # type: ignore[arg-type]
+    # A rejected finish leaves the execution unfinished.
+    lowlevel.finish(execution, lowlevel.cancelled_result(execution))
+
+
+async def test_render_returning_a_list_of_non_blocks_is_invalid_output() -> None:
+    from dsh_tools import Output, ToolDefinition
+
+    async def body(args: JsonValue, ctx: ToolRunContext) -> str:
+        return "v"
+
+    runtime = ToolRuntime()
+    runtime.register(
+        ToolDefinition(
+            name="t",
+            description="d",
+            parameters={},
+            output=Output(schema={}, render=lambda args, value: [{"type": "text"}]),  # type: ignore[list-item]
+            execute=body,
+        )
+    )
+    result = await runtime.execute(ToolCall(call_id="c", name="t"))
+    assert result.error is not None
+    assert result.error.message == (
+        'tool "t" returned invalid output: output.render returned list; '
+        "expected a sequence of content blocks"
+    )
+
+
+async def test_finalizer_returning_non_lossless_blocks_fails_the_result() -> None:
+    from dsh_tools import Output, TextContent, ToolDefinition, ToolError
+
+    async def body(args: JsonValue, ctx: ToolRunContext) -> str:
+        return "v"
+
+    calls: list[int] = []
+
+    def finalize(execution: ToolExecution, result: object) -> list[TextContent]:
+        calls.append(1)
+        return [TextContent("bad \ud800")]
+
+    runtime = ToolRuntime()
+    runtime.register(
+        ToolDefinition(
+            name="t",
+            description="d",
+            parameters={},
+            output=Output(schema={}, render=lambda args, value: [TextContent(value)]),
+            execute=body,
+            finalize_content=finalize,
+        )
+    )
+    result = await runtime.execute(ToolCall(call_id="c", name="t"))
+    assert result.error == ToolError("tool result must be losslessly JSON-serializable")
+    assert calls == [1]

@@ -183,3 +183,13 @@ def test_every_catalogued_method_has_a_real_docstring() -> None:
             if inspect.isfunction(value) and not name.startswith("_"):
                 assert value.__doc__, (cls, name)
                 assert len(value.__doc__.strip()) > 10, (cls, name)
+
+
+def test_signature_line_with_evaluated_annotations_and_var_keywords() -> None:
+    def probe(self: object, x, *args, key=3, **options):  # type: ignore[no-untyped-def]
+        return None
+
+    probe.__annotations__ = {"x": int, "options": str, "return": list[int]}
+    assert inspect_module.signature_line(probe, "probe") == (
+        "probe(x: int, *args, key=3, **options: str) -> list[int]"
+    )

@@ -130,6 +130,7 @@ async def test_finish_rejects_non_lossless_error_info_and_context_ids() -> None:
     runtime.register(raw_tool("t"))
     bad_results = [
         ToolResult(is_error=True, error=ToolError("m", ErrorInfo("N", "\udcff"))),
+        ToolResult(is_error=True, error=ToolError("m \udcff")),
         ToolResult(is_error=False, additional_contexts=[UserMessage(content=(), id="\ud800")]),
     ]
     for bad in bad_results:
@@ -197,3 +198,33 @@ def test_from_json_rejects_malformed_nested_values(data: Any, detail: str) -> No
     with pytest.raises(ValueError, match=r"^invalid tool result JSON: ") as info:
         ToolResult.from_json(data)
     assert detail in str(info.value)
+
+
+def test_frozen_dict_union_returns_a_new_frozen_dict() -> None:
+    from dsh_tools import FrozenDict
+
+    base = FrozenDict({"a": 1})
+    merged = base | {"b": [2]}
+    assert merged == {"a": 1, "b": (2,)}
+    assert type(merged) is FrozenDict
+    assert base == {"a": 1}
+    assert base.__or__(3) is NotImplemented
+
+
+def test_cli_main_in_process(capsys: pytest.CaptureFixture[str]) -> None:
+    import runpy
+    import sys
+
+    from dsh_tools.cli import main
+
+    assert main(["inspect", "events", "tools/change"]) == 0
+    assert capsys.readouterr().out.startswith("## events\n- tools/change [emit]")
+    argv = sys.argv
+    sys.argv = ["python -m dsh_tools", "inspect", "api", "Abort"]
+    try:
+        with pytest.raises(SystemExit) as info:
+            runpy.run_module("dsh_tools", run_name="__main__")
+    finally:
+        sys.argv = argv
+    assert info.value.code == 0
+    assert capsys.readouterr().out.startswith("## api\n- Abort — ")
