@@ -1,0 +1,451 @@
+"""``open_batch`` / ``Batch`` / ``run_tool_calls``: the public face of the scheduler.
+
+``Batch`` is a class with ``__aenter__``/``__aexit__`` (scheduler.md §9a is normative: not an
+``@asynccontextmanager``). It owns the nursery and decides which single exception leaves the
+block; the ordered work happens in ``_driver.Driver``.
+"""
+
+from __future__ import annotations
+
+import collections
+import itertools
+import logging
+import weakref
+from typing import TYPE_CHECKING, final
+
+import trio
+
+from dsh_tools import Abort, ExecutionToken, Scope, ToolRuntime
+
+from ._calls import ModelToolCall
+from ._driver import Driver, is_cancellation, leaves
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Iterable
+    from contextlib import AbstractAsyncContextManager
+    from types import TracebackType
+
+    from ._outcome import BatchOutcome, CommittedCall
+    from ._sinks import Sink
+
+__all__ = ["DEFAULT_MAX_PARALLEL", "Batch", "open_batch", "run_tool_calls"]
+
+#: The default bound on a parallel group's running dispatch stages.
+DEFAULT_MAX_PARALLEL = 10
+
+_log = logging.getLogger("dsh_sched")
+
+# Process-unique batch numbers (scheduler.md §5): they only group one process run's events.
+_batch_numbers = itertools.count(1)
+
+
+def _validate(
+    runtime: ToolRuntime,
+    calls: Iterable[ModelToolCall],
+    scope: object,
+    abort: object,
+    max_parallel: object,
+    sink: object,
+    parent: object,
+    root_call_id: object,
+    keep_results: object,
+) -> tuple[ModelToolCall, ...]:
+    # The order is scheduler.md §2.1's; nothing is started or recorded before it passes.
+    if not isinstance(runtime, ToolRuntime):
+        raise TypeError(f"runtime must be a ToolRuntime, got {type(runtime).__name__}")
+    if isinstance(max_parallel, bool) or not isinstance(max_parallel, int):
+        raise TypeError("max_parallel must be a positive integer")
+    if max_parallel < 1:
+        raise ValueError("max_parallel must be a positive integer")
+    materialized = tuple(calls)
+    for item in materialized:
+        if not isinstance(item, ModelToolCall):
+            raise TypeError(f"calls must contain ModelToolCall objects, got {type(item).__name__}")
+    if scope is not None:
+        if not isinstance(scope, Scope):
+            raise TypeError("scope must be a Scope or None")
+        if scope.runtime is not runtime:
+            raise ValueError("scope belongs to a different runtime")
+    if abort is not None and not isinstance(abort, Abort):
+        raise TypeError("abort must be an Abort or None")
+    if sink is not None and not all(
+        callable(getattr(sink, name, None)) for name in ("on_call", "on_result", "on_context")
+    ):
+        raise TypeError("sink must provide on_call, on_result and on_context")
+    if parent is not None and not isinstance(parent, ExecutionToken):
+        raise TypeError("parent must be an ExecutionToken or None")
+    if root_call_id is not None and type(root_call_id) is not str:
+        raise TypeError("root_call_id must be a str or None")
+    if not isinstance(keep_results, bool):
+        raise TypeError("keep_results must be a bool")
+    return materialized
+
+
+def open_batch(
+    runtime: ToolRuntime,
+    calls: Iterable[ModelToolCall],
+    *,
+    scope: Scope | None = None,
+    abort: Abort | None = None,
+    max_parallel: int = DEFAULT_MAX_PARALLEL,
+    sink: Sink | None = None,
+    parent: ExecutionToken | None = None,
+    root_call_id: str | None = None,
+    keep_results: bool = True,
+) -> Batch:
+    """Prepare a batch of the model's tool calls; ``async with`` runs it.
+
+    Entering opens the batch's nursery and starts the driver; leaving waits for the batch
+    to finish and sets :attr:`Batch.outcome`. Iterate the batch inside the block to get
+    each :class:`CommittedCall` as it is committed. The arguments are validated now,
+    before anything is entered (scheduler.md §2.1).
+
+    Args:
+        runtime: The runtime that executes the calls.
+        calls: The calls of one assistant message, in model order (materialized once).
+        scope: The scope every call runs in (``None``: the global view).
+        abort: The batch ``Abort``, shared by every call; a fresh one if ``None``.
+        max_parallel: The most dispatch stages of one parallel group running at once.
+        sink: Receives ``on_call`` / ``on_result`` / ``on_context`` events.
+        parent: Passed to every call's ``ToolCall.parent`` (a composite tool's token).
+        root_call_id: Passed to every call's ``ToolCall.root_call_id``.
+        keep_results: ``False`` keeps no :class:`CommittedCall` in the outcome.
+
+    Returns:
+        The :class:`Batch`, an async context manager.
+
+    Raises:
+        TypeError: An argument has the wrong type (see scheduler.md §2.1 for the texts).
+        ValueError: ``max_parallel < 1``, or ``scope`` belongs to another runtime.
+
+    Example:
+        >>> async def turn(runtime, calls):  # doctest: +SKIP
+        ...     async with open_batch(runtime, calls) as batch:
+        ...         async for committed in batch:
+        ...             print(committed.index, committed.result.is_error)
+        ...     return batch.outcome
+    """
+    materialized = _validate(
+        runtime, calls, scope, abort, max_parallel, sink, parent, root_call_id, keep_results
+    )
+    driver = Driver(
+        runtime,
+        materialized,
+        number=next(_batch_numbers),
+        scope=scope,
+        abort=abort if abort is not None else Abort(),
+        max_parallel=max_parallel,
+        sink=sink,
+        parent=parent,
+        root_call_id=root_call_id,
+        keep_results=keep_results,
+    )
+    return Batch._create(driver)
+
+
+async def run_tool_calls(
+    runtime: ToolRuntime,
+    calls: Iterable[ModelToolCall],
+    *,
+    scope: Scope | None = None,
+    abort: Abort | None = None,
+    max_parallel: int = DEFAULT_MAX_PARALLEL,
+    sink: Sink | None = None,
+    parent: ExecutionToken | None = None,
+    root_call_id: str | None = None,
+    keep_results: bool = True,
+) -> BatchOutcome:
+    """Run a batch of the model's tool calls and return its outcome.
+
+    Parallel-safe calls run in a bounded rolling pool, every other call runs alone, and
+    exactly one result per call is committed in model order. Exactly
+    ``async with open_batch(...) as b: pass`` followed by ``return b.outcome``.
+
+    Args:
+        runtime: The runtime that executes the calls.
+        calls: The calls, in model order.
+        scope: See :func:`open_batch`.
+        abort: See :func:`open_batch`.
+        max_parallel: See :func:`open_batch`.
+        sink: See :func:`open_batch`.
+        parent: See :func:`open_batch`.
+        root_call_id: See :func:`open_batch`.
+        keep_results: See :func:`open_batch`.
+
+    Returns:
+        The :class:`BatchOutcome`.
+
+    Raises:
+        TypeError: Invalid arguments (scheduler.md §2.1).
+        ValueError: Invalid arguments (scheduler.md §2.1).
+        Exception: The first internal failure (a sink or a ``lowlevel`` stage raised),
+            re-raised alone (scheduler.md §8).
+
+    Example:
+        >>> outcome = await run_tool_calls(runtime, calls, max_parallel=4)  # doctest: +SKIP
+    """
+    batch = open_batch(
+        runtime,
+        calls,
+        scope=scope,
+        abort=abort,
+        max_parallel=max_parallel,
+        sink=sink,
+        parent=parent,
+        root_call_id=root_call_id,
+        keep_results=keep_results,
+    )
+    async with batch:
+        pass
+    outcome = batch.outcome
+    if outcome is None:  # pragma: no cover - every path without an outcome raises
+        raise AssertionError("unreachable: a batch ended without an outcome or an exception")
+    return outcome
+
+
+@final
+class _BatchIterator:
+    """The single consumer's cursor over a batch's committed calls (scheduler.md §9).
+
+    The driver never waits for it: it appends and wakes; the iterator reads at its pace.
+    """
+
+    __slots__ = ("__weakref__", "_batch", "_closed", "_cursor", "_driver")
+
+    def __init__(self, driver: Driver, batch: Batch) -> None:
+        self._driver = driver
+        self._batch = batch
+        self._cursor = 0
+        self._closed = False
+
+    def __aiter__(self) -> _BatchIterator:
+        return self
+
+    def _take(self) -> CommittedCall | None:
+        driver = self._driver
+        if driver.keep:
+            cursor = self._cursor
+            if cursor < len(driver.results):
+                self._cursor = cursor + 1
+                return driver.results[cursor]
+            return None
+        held = driver.held
+        if held:
+            return held.popleft()
+        return None
+
+    async def __anext__(self) -> CommittedCall:
+        if self._closed:
+            raise StopAsyncIteration
+        await trio.lowlevel.checkpoint_if_cancelled()
+        driver = self._driver
+        while True:
+            item = self._take()
+            if item is not None:
+                # Like a memory channel's receive: the item is taken, so this schedule
+                # point must not lose it to a cancellation.
+                await trio.lowlevel.cancel_shielded_checkpoint()
+                return item
+            if driver.ended:
+                self.close()
+                raise StopAsyncIteration
+            await driver.iter_waiter.wait()
+
+    def close(self) -> None:
+        """End this iteration; a new one may start."""
+        if not self._closed:
+            self._closed = True
+            self._batch._release(self)
+
+    async def aclose(self) -> None:
+        """End this iteration (async form, for ``contextlib.aclosing``)."""
+        self.close()
+        await trio.lowlevel.checkpoint()
+
+
+@final
+class Batch:
+    """A running batch of tool calls; created by :func:`open_batch`, used with ``async with``.
+
+    Attributes:
+        abort: The batch's ``Abort`` (the one given, or a fresh one). Firing it stops new
+            starts, drains started calls and gives the rest synthetic results.
+        outcome: The :class:`BatchOutcome` once the batch has finished; stays ``None`` after
+            an internal failure, a cancellation or a ``KeyboardInterrupt``/``SystemExit``.
+    """
+
+    __slots__ = ("_driver", "_entered", "_iter_ref", "_nursery_cm", "abort", "outcome")
+
+    abort: Abort
+    outcome: BatchOutcome | None
+    _driver: Driver
+    _entered: bool
+    _nursery_cm: AbstractAsyncContextManager[trio.Nursery] | None
+    _iter_ref: weakref.ref[_BatchIterator] | None
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        raise TypeError("Batch has no public constructor; use open_batch(...)")
+
+    @classmethod
+    def _create(cls, driver: Driver) -> Batch:
+        self = object.__new__(cls)
+        self._driver = driver
+        self.abort = driver.abort
+        self.outcome = None
+        self._entered = False
+        self._nursery_cm = None
+        self._iter_ref = None
+        return self
+
+    def __repr__(self) -> str:
+        return f"<Batch #{self._driver.number} of {len(self._driver.calls)} calls>"
+
+    # -- the context manager (scheduler.md §9, §9a) ---------------------------------------
+
+    async def __aenter__(self) -> Batch:
+        if self._entered:
+            raise RuntimeError("a batch can be entered only once")
+        self._entered = True
+        # Held as a manager object, not through @asynccontextmanager: __aexit__ must never
+        # hand the block's exception to the nursery (§9a), and an async generator holding a
+        # nursery open across ``yield`` would do exactly that.
+        nursery_cm = trio.open_nursery()
+        nursery = await nursery_cm.__aenter__()
+        self._nursery_cm = nursery_cm
+        self._driver.nursery = nursery
+        nursery.start_soon(self._driver.drive, name="dsh_sched.driver")
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool:
+        driver = self._driver
+        nursery = driver.nursery
+        assert nursery is not None
+        assert self._nursery_cm is not None
+        # Whichever of the block's exception and an internal failure came first is raised,
+        # the other logged (§9): what has been recorded so far is "first".
+        failure_before_block = driver.failure
+        native_before_block = driver.native
+        block_native: BaseException | None = None
+        block_cancelled = False
+        if exc is None:
+            pass
+        elif isinstance(exc, Exception):
+            # Abort, don't cancel: started calls drain and commit, the rest are synthetic.
+            self.abort.abort(exc)
+        elif is_cancellation(exc):
+            # The enclosing scope was cancelled (or we cancelled the nursery after a
+            # KeyboardInterrupt in a task): the tasks see the same cancellation.
+            block_cancelled = True
+        else:
+            # KeyboardInterrupt / SystemExit from the block: native cancellation of the
+            # batch, so bodies and hooks get Cancelled and drain; the Abort is not fired.
+            block_native = exc
+            nursery.cancel_scope.cancel()
+
+        # The block's exception is never handed to the nursery (§9a): trio would cancel
+        # every task natively and wrap what escapes in a group.
+        cancelled: trio.Cancelled | None = None
+        try:
+            await self._nursery_cm.__aexit__(None, None, None)
+        except BaseException as nursery_exc:
+            cancelled = self._sort_nursery_exception(nursery_exc)
+
+        native = native_before_block or block_native or driver.native
+        if not driver.done and driver.failure is None:
+            # The driver was cut short by cancellation (the caller's, or ours after a
+            # native exception): one result per call, synchronously, no shield needed (§7).
+            driver.bookkeep()
+        driver.end_iteration()
+
+        failure = driver.failure
+        if native is not None:
+            if failure is not None:
+                _log.error("internal failure superseded by %r", native, exc_info=failure)
+            if native is exc:
+                return False
+            if block_native is not None:
+                _log.error("%r from the block superseded by %r", block_native, native)
+            raise native
+        if isinstance(exc, Exception):
+            if failure is not None:
+                if failure_before_block is not None:
+                    _log.error("exception of the batch block superseded", exc_info=exc)
+                    raise failure
+                _log.error("internal failure after the block raised", exc_info=failure)
+            else:
+                # The abort bookkeeping ran to completion: the batch has its outcome.
+                self.outcome = driver.final
+            return False
+        if failure is not None:
+            # Raised alone, as the original object; a pending cancellation is delivered
+            # again at the caller's next checkpoint.
+            raise failure
+        if block_cancelled:
+            # The block's own Cancelled (or its own group of them) propagates as it is.
+            return False
+        if cancelled is not None:
+            # One bare Cancelled, so the owning scope sees the cancellation alone.
+            raise cancelled from None
+        self.outcome = driver.final
+        return False
+
+    def _sort_nursery_exception(self, exc: BaseException) -> trio.Cancelled | None:
+        """Split what the nursery raised into a ``Cancelled`` leaf to re-raise and the rest.
+
+        The batch's tasks let nothing but cancellation escape, but trio may add a
+        ``KeyboardInterrupt`` delivered to the task waiting in the nursery's exit.
+        """
+        cancelled: trio.Cancelled | None = None
+        for leaf in leaves(exc):
+            if isinstance(leaf, trio.Cancelled):
+                if cancelled is None:
+                    cancelled = leaf
+            elif isinstance(leaf, Exception):
+                # Only reachable through a group that counts as cancellation (a hook's
+                # nursery holding Cancelled and errors): that call got its cancelled result.
+                _log.debug("dropping %r raised alongside a cancellation", leaf)
+            else:  # pragma: no cover - only trio's SIGINT delivery puts one here
+                self._driver.note_native(leaf)
+        return cancelled
+
+    # -- iteration (scheduler.md §9) ------------------------------------------------------
+
+    def __aiter__(self) -> AsyncIterator[CommittedCall]:
+        """Iterate the committed calls in model order, as they are committed.
+
+        Single consumer: while an iteration runs (its iterator is alive and not exhausted),
+        another raises ``RuntimeError("batch is already being iterated")``. With
+        ``keep_results=True`` an iteration starts from the first committed call; with
+        ``keep_results=False`` from the next one committed.
+
+        Raises:
+            RuntimeError: Another iteration is running, or the batch was not entered.
+        """
+        if not self._entered:
+            raise RuntimeError("enter the batch with 'async with open_batch(...)' first")
+        ref = self._iter_ref
+        if ref is not None and ref() is not None:
+            raise RuntimeError("batch is already being iterated")
+        iterator = _BatchIterator(self._driver, self)
+        self._iter_ref = weakref.ref(iterator, self._iterator_gone)
+        if not self._driver.keep:
+            self._driver.held = collections.deque()
+        return iterator
+
+    def _release(self, iterator: _BatchIterator) -> None:
+        # Only the claiming iterator can be open (a second one is refused while it is
+        # alive), so the iterator closing now is the one holding the claim.
+        self._iter_ref = None
+        self._driver.held = None
+
+    def _iterator_gone(self, ref: weakref.ref[_BatchIterator]) -> None:
+        # A consumer that broke out of ``async for`` dropped its iterator: the iteration
+        # is over, and with keep_results=False nothing is held for it any more.
+        if self._iter_ref is ref:
+            self._iter_ref = None
+            self._driver.held = None

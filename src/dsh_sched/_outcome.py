@@ -1,0 +1,52 @@
+"""The batch's value objects: ``CommittedCall`` and ``BatchOutcome`` (scheduler.md §2)."""
+
+from __future__ import annotations
+
+from typing import final
+
+import attrs
+
+from dsh_tools import ExecutionMode, ToolResult, UserMessage
+
+from ._calls import ModelToolCall
+
+__all__ = ["BatchOutcome", "CommittedCall"]
+
+
+@final
+@attrs.frozen(kw_only=True)
+class CommittedCall:
+    """One call's committed result, as the batch iterator and the outcome report it.
+
+    Attributes:
+        index: The call's position in the batch (model order).
+        call: The model's call.
+        result: Its final result.
+        synthetic: ``True`` when the scheduler recorded it without starting the call.
+        mode: The mode the call started under; ``None`` when synthetic.
+    """
+
+    index: int
+    call: ModelToolCall
+    result: ToolResult
+    synthetic: bool
+    mode: ExecutionMode | None
+
+
+@final
+@attrs.frozen(kw_only=True)
+class BatchOutcome:
+    """What a finished batch returns.
+
+    Attributes:
+        results: Exactly one :class:`CommittedCall` per call, in model order; ``()`` with
+            ``keep_results=False``.
+        additional_contexts: Every committed result's contexts, in commit order.
+        concludes_turn: The OR of ``concludes_turn`` over the committed results.
+        aborted: Whether the batch ``Abort`` had fired when the batch ended.
+    """
+
+    results: tuple[CommittedCall, ...]
+    additional_contexts: tuple[UserMessage, ...]
+    concludes_turn: bool
+    aborted: bool

@@ -1,0 +1,117 @@
+"""ModelToolCall and parse_arguments (scheduler.md §2, §2.1, §2.2; S-024, S-042)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import attrs
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from dsh_sched import ModelToolCall, parse_arguments
+from dsh_tools import FrozenDict
+
+
+def test_s024_empty_arguments_parse_to_a_new_empty_dict() -> None:
+    first = parse_arguments("")
+    second = parse_arguments("")
+    assert first == {}
+    assert type(first) is dict
+    assert first is not second
+
+
+def test_s024_valid_json_object_is_parsed() -> None:
+    assert parse_arguments('{"a":1}') == {"a": 1}
+
+
+@pytest.mark.parametrize(
+    ("raw", "value"),
+    [
+        ("[1, 2]", [1, 2]),
+        ('"x"', "x"),
+        ("3", 3),
+        ("true", True),
+        ("null", None),
+        ("1e400", math.inf),
+    ],
+)
+def test_s024_any_json_value_is_parsed(raw: str, value: object) -> None:
+    assert parse_arguments(raw) == value
+
+
+@pytest.mark.parametrize("raw", ["{bad", "NaN", "Infinity", "-Infinity", '{"a": NaN}', " ", "{}x"])
+def test_s024_malformed_or_rejected_constant_returns_the_raw_string(raw: str) -> None:
+    assert parse_arguments(raw) is raw
+
+
+def test_s024_nesting_too_deep_for_the_parser_returns_the_raw_string() -> None:
+    raw = "[" * 100_000 + "]" * 100_000
+    assert parse_arguments(raw) is raw
+
+
+def test_s024_integer_beyond_the_digit_limit_returns_the_raw_string() -> None:
+    raw = "1" * 10_000
+    assert parse_arguments(raw) is raw
+
+
+@given(
+    st.recursive(
+        st.none() | st.booleans() | st.integers() | st.text(),
+        lambda c: st.lists(c) | st.dictionaries(st.text(), c),
+        max_leaves=10,
+    )
+)
+def test_s024_round_trips_json_text(value: Any) -> None:
+    import json
+
+    assert parse_arguments(json.dumps(value)) == value
+
+
+def test_model_tool_call_keeps_str_arguments_unchanged() -> None:
+    raw = '{"a": 1}'
+    call = ModelToolCall(call_id="c1", name="t", arguments=raw)
+    assert call.arguments is raw
+
+
+def test_s042_mapping_arguments_are_frozen_at_construction() -> None:
+    source: dict[str, Any] = {"tags": ["a"], "n": 1}
+    call = ModelToolCall(call_id="c1", name="t", arguments=source)
+    assert isinstance(call.arguments, FrozenDict)
+    assert call.arguments == {"tags": ("a",), "n": 1}
+    source["tags"].append("b")
+    assert call.arguments["tags"] == ("a",)
+
+
+def test_s042_frozen_mapping_is_kept_as_is() -> None:
+    frozen = FrozenDict({"a": 1})
+    assert ModelToolCall(call_id="c", name="t", arguments=frozen).arguments is frozen
+
+
+def test_s042_non_lossless_mapping_raises_type_error() -> None:
+    with pytest.raises(TypeError, match="not lossless JSON"):
+        ModelToolCall(call_id="c", name="t", arguments={"x": math.nan})
+
+
+def test_s042_int_arguments_raise_type_error() -> None:
+    with pytest.raises(TypeError, match="arguments must be a str or a mapping, got int"):
+        ModelToolCall(call_id="c", name="t", arguments=5)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("field", ["call_id", "name"])
+def test_call_id_and_name_must_be_str(field: str) -> None:
+    fields: dict[str, Any] = {"call_id": "c", "name": "t", "arguments": ""}
+    fields[field] = 1
+    with pytest.raises(TypeError, match=f"ModelToolCall {field} must be a str, got int"):
+        ModelToolCall(**fields)
+
+
+def test_model_tool_call_is_frozen_keyword_only_and_comparable() -> None:
+    call = ModelToolCall(call_id="c", name="t", arguments="")
+    with pytest.raises(attrs.exceptions.FrozenInstanceError):
+        call.name = "u"  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        ModelToolCall("c", "t", "")  # type: ignore[call-arg]
+    assert call == ModelToolCall(call_id="c", name="t", arguments="")
+    assert hash(call) == hash(ModelToolCall(call_id="c", name="t", arguments=""))
