@@ -10,6 +10,7 @@ import attrs
 from ._abort import Abort
 from ._content import UserMessage
 from ._json import JsonValue
+from ._results import slot_setter
 from ._scope import Scope
 
 if TYPE_CHECKING:
@@ -188,18 +189,30 @@ class ToolExecution:
         state: ExecState,
     ) -> ToolExecution:
         self = object.__new__(cls)
-        set_ = object.__setattr__
-        set_(self, "call_id", call.call_id)
+        call_id = call.call_id
         root = call.root_call_id
-        set_(self, "root_call_id", call.call_id if root is None else root)
-        set_(self, "name", call.name)
-        set_(self, "arguments", arguments)
-        set_(self, "scope", call.scope)
-        set_(self, "parent", call.parent)
-        set_(self, "abort", call.abort)
-        set_(self, "token", ExecutionToken._mint())
-        set_(self, "_state", state)
+        _SET_CALL_ID(self, call_id)
+        _SET_ROOT_CALL_ID(self, call_id if root is None else root)
+        _SET_NAME(self, call.name)
+        _SET_ARGUMENTS(self, arguments)
+        _SET_SCOPE(self, call.scope)
+        _SET_PARENT(self, call.parent)
+        _SET_ABORT(self, call.abort)
+        _SET_TOKEN(self, ExecutionToken._mint())
+        _SET_STATE(self, state)
         return self
+
+
+# The slots' own setters: the runtime fills a new execution without the frozen __setattr__.
+_SET_CALL_ID = slot_setter(ToolExecution, "call_id")
+_SET_ROOT_CALL_ID = slot_setter(ToolExecution, "root_call_id")
+_SET_NAME = slot_setter(ToolExecution, "name")
+_SET_ARGUMENTS = slot_setter(ToolExecution, "arguments")
+_SET_SCOPE = slot_setter(ToolExecution, "scope")
+_SET_PARENT = slot_setter(ToolExecution, "parent")
+_SET_ABORT = slot_setter(ToolExecution, "abort")
+_SET_TOKEN = slot_setter(ToolExecution, "token")
+_SET_STATE = slot_setter(ToolExecution, "_state")
 
 
 _INACTIVE = "tool call context is no longer active"

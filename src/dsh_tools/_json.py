@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import sys
-from typing import TYPE_CHECKING, Any, NoReturn, TypeAlias, final
+from typing import TYPE_CHECKING, Any, Final, NoReturn, TypeAlias, final
 
 __all__ = [
     "FrozenDict",
@@ -161,6 +161,10 @@ class FrozenDict(dict[str, Any]):
         return FrozenDict(merged)
 
 
+#: The frozen empty object: immutable, so one instance serves every ``{}``.
+_EMPTY: Final = FrozenDict._from_frozen(())
+
+
 def _path_str(parts: Iterable[object]) -> str:
     out: list[str] = []
     for p in parts:
@@ -230,7 +234,34 @@ def freeze_json(value: object) -> JsonValue:
         return value
     if t is not dict and t is not list and t is not tuple:
         raise TypeError(f"not lossless JSON: unsupported type {_type_name(t)} at $")
+    flat = _freeze_flat(value, t)
+    if flat is not None:
+        return flat
     return _freeze_container(value, t)
+
+
+def _freeze_flat(root: Any, t: type) -> JsonValue | None:
+    """The fast path for a container of scalars only (most tool arguments).
+
+    Returns ``None`` when the general walk is needed: a nested container, or anything that
+    is not lossless (the walk then reports it with its path).
+    """
+    try:
+        if t is dict:
+            if not root:
+                return _EMPTY
+            for key, item in root.items():
+                if type(key) is not str or not (key.isascii() or is_lossless_str(key)):
+                    return None
+                if not _check_scalar(item, type(item)):
+                    return None
+            return FrozenDict._from_frozen(root)
+        for item in root:
+            if not _check_scalar(item, type(item)):
+                return None
+    except _NotLossless:
+        return None
+    return root if t is tuple else tuple(root)
 
 
 def _freeze_container(root: Any, root_type: type) -> JsonValue:

@@ -18,7 +18,7 @@ import trio
 
 from ._approval import resolve_ask
 from ._calls import ExecState, Stage, ToolCall, ToolExecution, ToolRunContext
-from ._content import TextContent, to_blocks
+from ._content import ImageContent, TextContent
 from ._decisions import UNSET, Accept, Allow, Ask, Block, Deny
 from ._definition import close_awaitable
 from ._errors import ToolNotFoundError, ToolOutputError, normalize_message
@@ -145,9 +145,16 @@ async def prepare(execution: ToolExecution) -> ReadyToDispatch | NeedsFinalize |
     abort = execution.abort
     if abort.aborted:  # check A
         return _needs_finish(state, execution, aborted_result(False))
+    registry = state.runtime._registry
+    scope = execution.scope
+    if scope is None and not registry.global_owner.guards:
+        hooks = registry.global_owner.fns["pre"]
+        if not hooks:
+            # Nothing can deny or await, so the Abort cannot have fired since check A.
+            state.stage = Stage.READY
+            return ReadyToDispatch(execution)
     try:
-        registry = state.runtime._registry
-        hooks = registry.hooks("pre", execution.scope)
+        hooks = registry.hooks("pre", scope)
         decision = await _run_pre(hooks, 0, execution) if hooks else _ALLOW
         denial: str | None
         if type(decision) is Ask:
@@ -250,7 +257,8 @@ async def dispatch(step: ReadyToDispatch) -> NeedsFinalize | NeedsFinish:
             result = await _run_wrappers(hooks, 0, execution)
             result = _normalize(state, execution, result)
         else:
-            result = await _base(execution)
+            # No wrapper: the body's result is final as it is, nothing to normalize.
+            result = await _run_body(execution)
     except Exception as exc:
         # A wrapper failed (or normalization did): final, and the deferred contexts go.
         return _needs_finish(state, execution, error_result(exc))
@@ -280,46 +288,57 @@ _NO_VALUE: Final[Any] = object()
 
 
 async def _base(execution: ToolExecution) -> ToolResult:
-    """The default of the wrapper chain: checks D1/D2, the body, check E."""
+    """The default of the wrapper chain; its results are canonical for normalization."""
+    result = await _run_body(execution)
     state = execution._state
-    abort = execution.abort
-    if abort.aborted:  # check D1
-        return _canonical(state, aborted_result(False))
-    defn = state.runtime._registry.resolve(execution.name, execution.scope)
-    if defn is None:
-        return _canonical(state, error_result(ToolNotFoundError(execution.name)))
-    result: ToolResult | None = None
-    value = _NO_VALUE
-    with abort.move_on_abort():
-        # Check D2: an enclosing scope (a wrapper's, the caller's) already cancelled raises
-        # here, before the body. Not the per-call scope: D1 just saw the Abort unfired.
-        await trio.lowlevel.checkpoint_if_cancelled()
-        state.body_started = True
-        try:
-            value = await defn.execute(execution.arguments, ToolRunContext._make(execution))
-        except Exception as exc:
-            # Kept even when the abort caused it: any error beats cancellation.
-            result = error_result(exc)
-    if result is None:
-        if value is _NO_VALUE:
-            # The per-call scope absorbed the Cancelled the Abort caused.
-            result = aborted_result(True)
-        else:
-            try:
-                result = build_success(defn, execution, state, value)
-            except ToolOutputError as exc:
-                result = error_result(exc)
-            else:
-                if _fired(abort):  # check E
-                    result = aborted_result(True)
-    return _canonical(state, result)
-
-
-def _canonical(state: ExecState, result: ToolResult) -> ToolResult:
     if state.canonical is None:
         state.canonical = [result]
     else:
         state.canonical.append(result)
+    return result
+
+
+async def _run_body(execution: ToolExecution) -> ToolResult:
+    """Checks D1 and D2, the body in its per-call cancel scope, then check E."""
+    state = execution._state
+    abort = execution.abort
+    if abort._aborted:  # check D1
+        return aborted_result(False)
+    defn = state.runtime._registry.resolve(execution.name, execution.scope)
+    if defn is None:
+        return error_result(ToolNotFoundError(execution.name))
+    result: ToolResult | None = None
+    value = _NO_VALUE
+    # The per-call cancel scope, linked to the Abort: what Abort.move_on_abort() does,
+    # inlined because this is the hot path. No checkpoint since check D1, so the Abort cannot
+    # have fired in between and registering the scope is enough.
+    cancel_scope = trio.CancelScope()
+    scopes = abort._scopes
+    scopes[cancel_scope] = None
+    try:
+        with cancel_scope:
+            # Check D2: an enclosing scope (a wrapper's, the caller's) already cancelled
+            # raises here, before the body.
+            await trio.lowlevel.checkpoint_if_cancelled()
+            state.body_started = True
+            try:
+                value = await defn.execute(execution.arguments, ToolRunContext._make(execution))
+            except Exception as exc:
+                # Kept even when the abort caused it: any error beats cancellation.
+                result = error_result(exc)
+    finally:
+        scopes.pop(cancel_scope, None)
+    if result is not None:
+        return result
+    if value is _NO_VALUE:
+        # The per-call scope absorbed the Cancelled the Abort caused.
+        return aborted_result(True)
+    try:
+        result = build_success(defn, execution, state, value)
+    except ToolOutputError as exc:
+        return error_result(exc)
+    if _fired(abort):  # check E
+        return aborted_result(True)
     return result
 
 
@@ -349,7 +368,7 @@ def build_success(
     except TypeError:
         raise ToolOutputError(name, ["value is not lossless JSON"]) from None
     output = defn.output
-    violations = output._validator.validate(frozen, "value")
+    violations = output._validator.validate_frozen(frozen, "value")
     if violations:
         raise ToolOutputError(name, violations)
     arguments = execution.arguments
@@ -396,12 +415,18 @@ def build_success(
 
 
 def _as_blocks(blocks: object) -> tuple[Any, ...] | None:
-    if type(blocks) is not list and type(blocks) is not tuple:
+    """``blocks`` as a tuple of content blocks, or ``None`` if it is not a list/tuple of them."""
+    kind = type(blocks)
+    if kind is tuple:
+        content: tuple[Any, ...] = blocks  # type: ignore[assignment]
+    elif kind is list:
+        content = tuple(blocks)  # type: ignore[arg-type]
+    else:
         return None
-    try:
-        return to_blocks(blocks, "output.render")
-    except TypeError:
-        return None
+    for block in content:
+        if type(block) is not TextContent and type(block) is not ImageContent:
+            return None
+    return content
 
 
 # -- stage 3 ------------------------------------------------------------------------------

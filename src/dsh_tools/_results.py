@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, final
 
 import attrs
@@ -141,14 +141,14 @@ class ToolResult:
     ) -> ToolResult:
         """Build from fields that are already frozen and checked (the runtime's rebuilds)."""
         self = object.__new__(cls)
-        setattr_ = object.__setattr__
-        setattr_(self, "is_error", is_error)
-        setattr_(self, "content", content)
-        setattr_(self, "value", value)
-        setattr_(self, "error", error)
-        setattr_(self, "meta", meta)
-        setattr_(self, "additional_contexts", additional_contexts)
-        setattr_(self, "concludes_turn", concludes_turn)
+        # The slots' own descriptors: no converter, no validator, no frozen __setattr__.
+        _SET_IS_ERROR(self, is_error)
+        _SET_CONTENT(self, content)
+        _SET_VALUE(self, value)
+        _SET_ERROR(self, error)
+        _SET_META(self, meta)
+        _SET_CONTEXTS(self, additional_contexts)
+        _SET_CONCLUDES(self, concludes_turn)
         return self
 
     def to_json(self) -> dict[str, Any]:
@@ -167,6 +167,25 @@ class ToolResult:
         from ._convert import structure_result
 
         return structure_result(data)
+
+
+def slot_setter(cls: type, name: str) -> Callable[[object, object], None]:
+    """The setter of a slotted attribute, bypassing a frozen class's ``__setattr__``.
+
+    For the runtime's own hot-path constructors of values whose fields are already checked.
+    """
+    descriptor: Any = vars(cls)[name]
+    setter: Callable[[object, object], None] = descriptor.__set__
+    return setter
+
+
+_SET_IS_ERROR = slot_setter(ToolResult, "is_error")
+_SET_CONTENT = slot_setter(ToolResult, "content")
+_SET_VALUE = slot_setter(ToolResult, "value")
+_SET_ERROR = slot_setter(ToolResult, "error")
+_SET_META = slot_setter(ToolResult, "meta")
+_SET_CONTEXTS = slot_setter(ToolResult, "additional_contexts")
+_SET_CONCLUDES = slot_setter(ToolResult, "concludes_turn")
 
 
 def error_info_of(exc: BaseException) -> ErrorInfo | None:

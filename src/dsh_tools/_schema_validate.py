@@ -280,13 +280,26 @@ class CompiledSchema:
     Build one with :func:`compile_schema`. Validation never raises for bad data.
     """
 
-    __slots__ = ("_root", "schema")
+    __slots__ = ("_quick", "_root", "schema")
 
     def __init__(self, schema: object) -> None:
         assert_supported_json_schema(schema)
         #: The schema it was compiled from (kept alive, so its identity stays unique).
         self.schema = schema
         self._root = compile_nodes(schema)
+        self._quick = _quick_predicate(schema)
+
+    def validate_frozen(self, value: JsonValue, path: str = "") -> list[str]:
+        """:meth:`validate` for a value that ``freeze_json`` returned (the per-call path).
+
+        The commonest schemas (no constraint, or a bare ``type``) decide a frozen value with
+        one type test; anything else, and every invalid value, takes the full walk, so the
+        violations are always the full walk's.
+        """
+        quick = self._quick
+        if quick is not None and quick(value):
+            return []
+        return self.validate(value, path)
 
     def validate(self, value: object, path: str = "") -> list[str]:
         """Return every violation of ``value``, in the specification's order (§12.2).
@@ -307,6 +320,33 @@ class CompiledSchema:
         sink = _Sink(None)
         _run(self._root, value, "", sink)
         return not sink.failed
+
+
+_ANNOTATIONS: Final = frozenset({"description", "title", "default", "examples"})
+_FLOAT_OR_INT: Final = (int, float)
+_QUICK_TYPES: Final[dict[str, Any]] = {
+    # For frozen values only: objects are FrozenDicts, arrays tuples, floats finite.
+    "string": lambda v: type(v) is str,
+    "boolean": lambda v: type(v) is bool,
+    "null": lambda v: v is None,
+    "integer": lambda v: type(v) is int or (type(v) is float and v.is_integer()),
+    "number": lambda v: type(v) in _FLOAT_OR_INT,
+    "object": lambda v: type(v) is FrozenDict,
+    "array": lambda v: type(v) is tuple,
+}
+
+
+def _quick_predicate(schema: object) -> Any:
+    """A one-test acceptor of frozen values for a schema with no constraint or only
+    ``type``; ``None`` for any other schema."""
+    if not isinstance(schema, dict):
+        return None
+    constraints = [key for key in schema if key not in _ANNOTATIONS]
+    if not constraints:
+        return lambda v: True  # a frozen value is lossless JSON, all that {} asks
+    if constraints == ["type"]:
+        return _QUICK_TYPES.get(schema["type"])
+    return None
 
 
 # Compiled frozen schemas, keyed by identity. A FrozenDict is immutable all the way down, so
