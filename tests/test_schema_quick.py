@@ -12,7 +12,7 @@ from dsh_tools._schema_validate import CompiledSchema
 from tests.strategies import json_values
 from tests.test_schema_differential import near_values, schemas, valid_values
 
-_QUICK_SCHEMAS = st.one_of(
+_QUICK_SCHEMAS: st.SearchStrategy[dict[str, Any]] = st.one_of(
     st.just({}),
     st.just({"description": "anything"}),
     st.sampled_from(["string", "boolean", "null", "integer", "number", "object", "array"]).map(
