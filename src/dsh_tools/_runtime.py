@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, final
 
 import trio
 
+from ._calls import ToolCall
 from ._definition import ExecutionMode, ToolDefinition, ToolSchema, classify
 from ._json import freeze_json, thaw_json
 from ._pipeline import (
@@ -24,7 +25,6 @@ from ._scope import Scope
 
 if TYPE_CHECKING:
     from ._approval import ApprovalService
-    from ._calls import ToolCall
     from ._disposer import Disposer
     from ._hooks import (
         ChangeObserver,
@@ -178,8 +178,6 @@ class ToolRuntime:
         ``PARALLEL``; a classifier is called with the raw ``call.arguments`` and must return
         exactly ``True`` for ``PARALLEL``.
         """
-        from ._calls import ToolCall
-
         if type(call) is not ToolCall:
             raise TypeError(f"execution_mode() expects a ToolCall, got {type(call).__name__}")
         defn = self._registry.resolve(call.name, _check_scope(self, call.scope))

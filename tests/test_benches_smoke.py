@@ -1,0 +1,217 @@
+"""Smoke tests of ``benches/``: every scenario runs at a tiny size so the benches cannot rot.
+
+No timing is asserted here (benchmarks live in ``benches/``, never as timed assertions).
+Each test checks that a scenario ran every system and produced a well-formed report. The
+peer frameworks are skipped only when the ``peers`` extra is not installed.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import attrs
+import pytest
+from benches import abort, makespan, memory, overhead, run, streaming
+from benches.profile import profile_system
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+
+def _quiet(message: str) -> None:
+    pass
+
+
+def test_overhead_core_systems_report_every_cell() -> None:
+    m = overhead.measure(
+        overhead.core_systems(),
+        [1, 3],
+        repeats=2,
+        repeats_large=1,
+        target_calls=4,
+        heap="freeze",
+        progress=_quiet,
+    )
+    assert set(m.samples) == set(overhead.CORE_KEYS)
+    for key in overhead.CORE_KEYS:
+        assert [len(m.samples[key][n]) for n in (1, 3)] == [2, 2]
+        assert all(v > 0 for n in (1, 3) for v in m.samples[key][n])
+    text = overhead.report(m)
+    assert "| `a` ÷ `F1` |" in text
+    assert "| `d` ÷ `D0` |" in text
+    # The targets are stated at N=1000, which this tiny run does not measure.
+    assert "(a) ≤ 2.0× F1 per call at N=1000 | not measured" in text
+
+
+def test_overhead_alone_runs_each_system_in_its_own_process() -> None:
+    m = overhead.measure_alone(
+        ["F1", "a"], [2], repeats=1, repeats_large=1, target_calls=2, progress=_quiet
+    )
+    assert sorted(m.samples) == ["F1", "a"]
+    assert m.heap == "alone"
+    assert m.labels == {
+        "F1": "trio nursery, one task + one CancelScope per call",
+        "a": "run_tool_calls, raw ToolDefinition, no hooks",
+    }
+    assert m.ratio("a", "F1", 2) is not None
+
+
+@pytest.mark.parametrize(
+    ("key", "module"),
+    [
+        ("langgraph", "langgraph"),
+        ("langchain", "langchain_core"),
+        ("pydantic-ai", "pydantic_ai"),
+        ("openai-agents", "agents"),
+    ],
+)
+def test_peer_runs_the_batch(key: str, module: str) -> None:
+    pytest.importorskip(module)
+    from benches import peers
+
+    systems = {s.key: s for s in peers.available_systems()}
+    assert key in systems
+    m = overhead.measure(
+        [systems[key], *overhead.core_systems()[:2]],
+        [2],
+        repeats=1,
+        repeats_large=1,
+        target_calls=2,
+        heap="freeze",
+        progress=_quiet,
+    )
+    # The batch's own check (every tool result present and "ok") ran inside measure().
+    assert len(m.samples[key][2]) == 1
+    assert f"| `{key}` ÷ `F1` |" in overhead.report(m)
+
+
+def test_gc_figures_for_every_core_system() -> None:
+    systems = overhead.core_systems()
+    figures = memory.measure_gc(systems, 5, progress=_quiet)
+    assert set(figures) == set(overhead.CORE_KEYS)
+    assert all(f.seconds_per_call > 0 for f in figures.values())
+    text = memory.report_gc(figures, {s.key: s.label for s in systems}, 5)
+    assert "cyclic garbage / call" in text
+
+
+def test_inflight_memory_parks_every_call() -> None:
+    result = memory.measure_inflight(10, repeats=1, progress=_quiet)
+    assert set(result.traced) == set(result.objects) == set(result.rss)
+    assert set(result.traced) == {"task", "task+scope", "dsh"}
+    assert all(v > 0 for values in result.traced.values() for v in values)
+    # Every parked call holds at least its task and coroutine.
+    assert all(v >= 2 for values in result.objects.values() for v in values)
+    assert "Target: memory per in-flight call ≤ 2× a raw trio task" in memory.report_inflight(
+        result
+    )
+
+
+def test_makespan_uniform_and_mixed() -> None:
+    result = makespan.measure([1, 3], [10], repeats=1, progress=_quiet)
+    for shape, n in (("uniform", 1), ("uniform", 3), ("mixed", 10)):
+        for system in ("floor", "dsh"):
+            stats = result.stats(shape, system, n)
+            assert stats is not None
+            # Nothing finishes before its lower bound.
+            assert stats.median >= 1.0
+    assert "Mixed" in makespan.report(result, [1, 3], [10])
+    with pytest.raises(ValueError, match="multiple of 10"):
+        makespan.measure([], [15], repeats=1, progress=_quiet)
+
+
+def test_abort_latency_commits_every_call() -> None:
+    result = abort.measure([5], repeats=1, progress=_quiet)
+    assert result.stats("floor", 5) is not None
+    assert result.stats("dsh", 5) is not None
+    assert "dsh-trio: fire the batch Abort" in abort.report(result, [5])
+
+
+def test_streaming_samples_rss() -> None:
+    result = streaming.measure(
+        120, batch_size=50, sample_every=40, max_parallel=10, progress=_quiet
+    )
+    assert [calls for calls, _, _ in result.samples] == [40, 80, 120]
+    assert "Target: RSS growth" in streaming.report(result)
+
+
+def test_streaming_in_a_child_process() -> None:
+    result = streaming.measure_in_child(30, batch_size=10, sample_every=15, max_parallel=3)
+    assert (result.total, result.batch_size, result.max_parallel) == (30, 10, 3)
+    assert [calls for calls, _, _ in result.samples] == [15, 30]
+    assert result.start_rss > 0
+
+
+def test_run_every_scenario_with_a_tiny_plan() -> None:
+    tiny = attrs.evolve(
+        run.QUICK,
+        ns=(2,),
+        repeats=1,
+        repeats_large=1,
+        target_calls=2,
+        gc_n=3,
+        memory_n=4,
+        makespan_ns=(2,),
+        mixed_ns=(10,),
+        makespan_repeats=1,
+        abort_ns=(3,),
+        abort_repeats=1,
+        stream_total=20,
+        stream_batch=10,
+        stream_every=10,
+    )
+    sections = run.run_scenarios(
+        run.SCENARIOS,
+        tiny,
+        heap="freeze",
+        systems=["F0", "F1", "a", "d", "D0"],
+        peers=False,
+        json_path=None,
+        progress=_quiet,
+    )
+    assert [s.split("\n", 1)[0] for s in sections] == [
+        "## Per-call overhead (scenarios a–d, floors, peers)",
+        "## Garbage-collector pressure per call",
+        "## Memory per in-flight call",
+        "## Makespan against the lower bound",
+        "## Abort latency",
+        "## Streaming through open_batch",
+    ]
+
+
+def test_command_line_writes_markdown_and_json(tmp_path: Path) -> None:
+    report = tmp_path / "report.md"
+    samples = tmp_path / "samples.json"
+    status = run.main(
+        [
+            "overhead",
+            "--n",
+            "2",
+            "--repeats",
+            "1",
+            "--target-calls",
+            "2",
+            "--system",
+            "F1",
+            "--system",
+            "a",
+            "--markdown",
+            str(report),
+            "--json",
+            str(samples),
+            "--quiet",
+        ]
+    )
+    assert status == 0
+    assert "## Environment" in report.read_text(encoding="utf-8")
+    assert '"F1"' in samples.read_text(encoding="utf-8")
+
+
+def test_command_line_rejects_an_unknown_scenario() -> None:
+    with pytest.raises(SystemExit):
+        run.main(["nonsense"])
+
+
+def test_profile_lists_the_pipeline() -> None:
+    text = profile_system("d", n=5, calls=10, top=5)
+    assert text.startswith("# d: 2 batches of 5 calls (10 calls)")
+    assert "tottime" in text
