@@ -5,6 +5,7 @@ from __future__ import annotations
 import inspect
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -193,3 +194,10 @@ def test_signature_line_with_evaluated_annotations_and_var_keywords() -> None:
     assert inspect_module.signature_line(probe, "probe") == (
         "probe(x: int, *args, key=3, **options: str) -> list[int]"
     )
+
+
+def test_full_report_is_pinned() -> None:
+    """The whole report, character for character (regenerate deliberately with
+    ``python -m dsh_tools inspect > tests/data/inspect.txt`` after an API change)."""
+    pinned = (Path(__file__).parent / "data" / "inspect.txt").read_text(encoding="utf-8")
+    assert run_cli().stdout.decode("utf-8") == pinned
