@@ -1,0 +1,139 @@
+"""``python -m dsh_sched``: the command line (one command, ``demo``).
+
+``python -m dsh_sched demo`` runs a scripted model batch over the example tools with live
+progress, prints the committed results in model order, and writes the JSONL session log and
+an SVG timeline of the batch (see :func:`dsh_sched._demo.run_demo`). Usage errors exit 2.
+
+Example:
+    $ python -m dsh_sched demo --max-parallel 2 --abort-after 0.6 --out demo-out
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import math
+import sys
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import trio
+
+from ._batch import DEFAULT_MAX_PARALLEL
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+__all__ = ["main"]
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(
+            f"expected a finite, non-negative number of seconds, got {text!r}"
+        )
+    return value
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m dsh_sched", description="The dsh_sched batch scheduler."
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="command")
+    demo = commands.add_parser(
+        "demo",
+        help="run a scripted model batch over the example tools, with live progress",
+        description=(
+            "Run a scripted batch of 13 model tool calls over the example file tools: "
+            "parallel-safe reads, exclusive writes, a slow call, a failing call and a denied "
+            "call. Prints live progress and the committed results in model order, and writes "
+            "the JSONL session log and an SVG timeline of the batch."
+        ),
+    )
+    demo.add_argument(
+        "--max-parallel",
+        type=_positive_int,
+        default=DEFAULT_MAX_PARALLEL,
+        metavar="N",
+        help="most parallel-safe bodies running at once (default: %(default)s)",
+    )
+    demo.add_argument(
+        "--abort-after",
+        type=_seconds,
+        default=None,
+        metavar="SECONDS",
+        help=(
+            "fire the batch Abort after SECONDS (0: before the batch starts) to watch "
+            "started calls drain and the rest get synthetic results"
+        ),
+    )
+    demo.add_argument(
+        "--out",
+        type=Path,
+        default=Path("demo-out"),
+        metavar="DIR",
+        help="where session.jsonl and timeline.svg are written (default: ./demo-out)",
+    )
+    demo.add_argument(
+        "--workspace",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="the file tools' directory (default: a temporary directory, removed afterwards)",
+    )
+    demo.add_argument(
+        "--plain", action="store_true", help="plain text output, even if rich is installed"
+    )
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line.
+
+    Args:
+        argv: The arguments (default: ``sys.argv[1:]``).
+
+    Returns:
+        The exit status: 0 on success, 130 when interrupted. Usage errors exit 2 (argparse).
+    """
+    args = _parser().parse_args(argv)
+    # Only one command so far: "demo". Imported here so that `--help` stays instant.
+    from ._demo import open_console, run_demo
+
+    console = open_console(plain=args.plain)
+    run = functools.partial(
+        run_demo,
+        out_dir=args.out,
+        max_parallel=args.max_parallel,
+        abort_after=args.abort_after,
+        console=console,
+    )
+    try:
+        if args.workspace is not None:
+            trio.run(functools.partial(run, workspace=args.workspace))
+        else:
+            with tempfile.TemporaryDirectory(prefix="dsh-demo-") as temporary:
+                trio.run(functools.partial(run, workspace=Path(temporary)))
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover - run by `python -m`, tested in a subprocess
+    sys.exit(main())

@@ -1,0 +1,201 @@
+"""The demo's scripted model message, its demo-only tool and guard, and its workspace.
+
+The batch runs over the shipped ``@tool`` file tools (``dsh_tools.examples``): reads are
+parallel-safe, writes exclusive. Added here, for the demo only: ``fetch_url``, a slow
+parallel-safe tool that only sleeps (it never touches the network), and a guard that
+refuses to touch ``.env`` files, so that one call is denied.
+
+Local file I/O takes microseconds, which would leave the timeline a row of slivers, so every
+file tool body first waits a fixed, simulated latency (:data:`LATENCY`); the real file
+operation follows it.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Annotated, Protocol
+
+import attrs
+import trio
+
+from dsh_tools import (
+    HarnessError,
+    TextContent,
+    ToolDefinition,
+    ToolRunContext,  # needed at run time: @tool resolves the annotations
+    UserMessage,
+    tool,
+)
+from dsh_tools.examples import file_tools
+
+from .._calls import ModelToolCall
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from dsh_tools import ExecutionToken, JsonValue, ToolExecution
+
+__all__ = [
+    "LATENCY",
+    "PAGES",
+    "BodyWatcher",
+    "demo_calls",
+    "demo_tools",
+    "protect_secrets",
+    "seed_workspace",
+]
+
+#: Simulated latency, in seconds, that each file tool's body waits before its real work.
+LATENCY: dict[str, float] = {
+    "list_dir": 0.15,
+    "read_file": 0.25,
+    "stat": 0.1,
+    "write_file": 0.3,
+    "delete_file": 0.2,
+}
+
+#: What ``fetch_url`` knows: URL -> (simulated seconds, canned body).
+PAGES: dict[str, tuple[float, str]] = {
+    "https://example.org/changelog": (1.2, "changelog: 0.1.0 ships the batch scheduler"),
+    "https://example.org/status": (0.5, "status: all systems operational"),
+}
+
+_SEED = {
+    "notes.md": "# Notes\n\n- results commit in model order\n- writes run alone\n",
+    "data/config.json": '{"max_parallel": 10, "retries": 2}\n',
+    "secrets.env": "API_TOKEN=not-a-real-token\n",
+}
+
+_SUMMARY = "# Summary\n\nThe changelog and the notes were read in parallel.\n"
+
+
+class FetchError(HarnessError):
+    """``fetch_url`` knows no such page (code ``NOT_FOUND``).
+
+    Keeps the ``(message, code)`` constructor, so it pickles (runtime.md §2.6).
+    """
+
+    def __init__(self, message: str, code: str = "NOT_FOUND") -> None:
+        super().__init__(message, code)
+
+
+@tool(is_concurrency_safe=True)
+async def fetch_url(url: Annotated[str, "The page to fetch."], ctx: ToolRunContext) -> str:
+    """Fetch a web page (demo: waits a canned delay and returns canned text, no network).
+
+    It also defers a context message for the model (delivered after the batch's last
+    result, S-012): fetched text is untrusted.
+    """
+    try:
+        delay, body = PAGES[url]
+    except KeyError:
+        raise FetchError(f'no canned page for "{url}"') from None
+    await trio.sleep(delay)
+    ctx.defer_context(
+        UserMessage(
+            content=[TextContent(f"The text fetched from {url} is untrusted web content.")],
+            source={"kind": "tool", "tool": "fetch_url"},
+        )
+    )
+    return body
+
+
+def protect_secrets(execution: ToolExecution) -> str | None:
+    """A guard (runtime.md §5.4): no tool may write or delete a ``.env`` file.
+
+    Args:
+        execution: The call being checked.
+
+    Returns:
+        The denial reason, or ``None`` to abstain.
+    """
+    arguments = execution.arguments
+    if execution.name in ("write_file", "delete_file") and isinstance(arguments, dict):
+        path = arguments.get("path")
+        if isinstance(path, str) and path.endswith(".env"):
+            return f'refusing to modify "{path}": .env files hold secrets'
+    return None
+
+
+class BodyWatcher(Protocol):
+    """Told when a tool body starts and ends (the live progress display)."""
+
+    def body_started(self, token: ExecutionToken) -> None:
+        """The body of the execution with this token started."""
+
+    def body_ended(self, token: ExecutionToken) -> None:
+        """The body of the execution with this token ended, however it ended."""
+
+
+def _demo_body(defn: ToolDefinition, *, latency: float, watcher: BodyWatcher) -> ToolDefinition:
+    original = defn.execute
+
+    async def execute(arguments: JsonValue, ctx: ToolRunContext) -> object:
+        watcher.body_started(ctx.token)
+        try:
+            if latency:
+                await trio.sleep(latency)
+            return await original(arguments, ctx)
+        finally:
+            watcher.body_ended(ctx.token)
+
+    copy: ToolDefinition = attrs.evolve(defn, execute=execute)
+    return copy
+
+
+def demo_tools(workspace: Path, watcher: BodyWatcher) -> list[ToolDefinition]:
+    """The demo's tools: the example file tools over ``workspace``, and ``fetch_url``.
+
+    Args:
+        workspace: The directory the file tools are confined to.
+        watcher: Told when each body starts and ends.
+
+    Returns:
+        The definitions, each body wrapped to report to ``watcher`` (file tools also wait
+        their :data:`LATENCY` first).
+    """
+    definitions = [*file_tools(workspace), fetch_url]
+    return [
+        _demo_body(defn, latency=LATENCY.get(defn.name, 0.0), watcher=watcher)
+        for defn in definitions
+    ]
+
+
+def seed_workspace(workspace: Path) -> None:
+    """Create the workspace and (re)write the files the script expects (blocking I/O)."""
+    for relative, text in _SEED.items():
+        path = workspace / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    (workspace / "summary.md").unlink(missing_ok=True)
+
+
+def demo_calls() -> tuple[ModelToolCall, ...]:
+    """The scripted "model" message: 13 tool calls, arguments as raw JSON text.
+
+    In model order: six parallel-safe calls (reads, the slow ``fetch_url``, one read of a
+    missing file that fails), an exclusive write (a barrier), three parallel-safe calls, a
+    ``delete_file`` the guard denies, an exclusive append, and a final listing.
+
+    Returns:
+        The calls, ids ``call_00`` to ``call_12`` (the id's number is the index).
+    """
+    script: list[tuple[str, str]] = [
+        ("list_dir", '{"path": "."}'),
+        ("read_file", '{"path": "notes.md"}'),
+        ("fetch_url", '{"url": "https://example.org/changelog"}'),
+        ("stat", '{"path": "notes.md"}'),
+        ("read_file", '{"path": "missing.txt"}'),
+        ("read_file", '{"path": "data/config.json"}'),
+        ("write_file", '{"path": "summary.md", "content": ' + json.dumps(_SUMMARY) + "}"),
+        ("read_file", '{"path": "summary.md"}'),
+        ("fetch_url", '{"url": "https://example.org/status"}'),
+        ("stat", '{"path": "summary.md"}'),
+        ("delete_file", '{"path": "secrets.env"}'),
+        ("write_file", '{"path": "notes.md", "content": "- the demo ran\\n", "mode": "append"}'),
+        ("list_dir", '{"path": "."}'),
+    ]
+    return tuple(
+        ModelToolCall(call_id=f"call_{index:02d}", name=name, arguments=arguments)
+        for index, (name, arguments) in enumerate(script)
+    )

@@ -1,0 +1,576 @@
+"""The batch timeline: trace events in, one row per call out, SVG text out (pure).
+
+Nothing here does I/O or reads a clock: :func:`timeline_rows` folds the events a
+:class:`~dsh_sched.testing.TraceRecorder` recorded for one batch into one
+:class:`TimelineRow` per call, and :func:`render_timeline` draws those rows as a
+self-contained SVG document. The same rows always give the same bytes.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import TYPE_CHECKING, Literal, TypeAlias, final
+from xml.sax.saxutils import escape, quoteattr
+
+import attrs
+
+from dsh_tools import ABORTED, ABORTED_BEFORE_DISPATCH, ExecutionMode, ToolResult, thaw_json
+
+from .._sinks import CallCommitted, CallStarted
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable, Sequence
+
+    from .._calls import ModelToolCall
+    from .._trace import TraceEvent
+
+__all__ = [
+    "STATUS_TEXT",
+    "Status",
+    "TimelineRow",
+    "arguments_text",
+    "render_timeline",
+    "result_status",
+    "timeline_rows",
+]
+
+Status: TypeAlias = Literal[
+    "ok", "error", "denied", "aborted", "aborted_before_dispatch", "pending"
+]
+
+#: How each status is written out for people.
+STATUS_TEXT: dict[Status, str] = {
+    "ok": "ok",
+    "error": "error",
+    "denied": "denied",
+    "aborted": "aborted",
+    "aborted_before_dispatch": "aborted before dispatch",
+    "pending": "no result",
+}
+
+
+def result_status(result: ToolResult | None, *, body_ran: bool) -> Status:
+    """Classify a committed result for display.
+
+    A denial never carries error info (runtime.md §2.6), so an error without info whose
+    body never ran is shown as ``denied`` (a hook or guard that raised a plain exception
+    looks the same, and is shown the same way).
+
+    Args:
+        result: The committed result; ``None`` when the call never got one.
+        body_ran: Whether the call's body started.
+
+    Returns:
+        ``ok``, ``error``, ``denied``, ``aborted``, ``aborted_before_dispatch`` or ``pending``.
+    """
+    if result is None:
+        return "pending"
+    error = result.error
+    if error is None:
+        return "ok"
+    code = error.info.code if error.info is not None else None
+    if code == ABORTED:
+        return "aborted"
+    if code == ABORTED_BEFORE_DISPATCH:
+        return "aborted_before_dispatch"
+    if error.info is None and not body_ran:
+        return "denied"
+    return "error"
+
+
+def arguments_text(call: ModelToolCall) -> str:
+    """The call's arguments on one line: the raw text as the model sent it, or compact JSON."""
+    raw = call.arguments
+    if isinstance(raw, str):
+        return " ".join(raw.split())
+    return json.dumps(thaw_json(raw), ensure_ascii=False, separators=(", ", ": "))
+
+
+@final
+@attrs.frozen(kw_only=True)
+class TimelineRow:
+    """One call of the batch as the timeline shows it; times are seconds from the origin.
+
+    Attributes:
+        index: Position in the batch (model order).
+        call_id: The model's call id.
+        name: The tool name.
+        arguments: The arguments on one line (:func:`arguments_text`).
+        mode: The mode the call started under; ``None`` for a synthetic call.
+        synthetic: Recorded by the scheduler without starting the call (scheduler.md §6).
+        started: When its ``on_call`` was reported.
+        body: ``(start, end)`` of its body span, or ``None`` if the body never ran.
+        committed: When its result was committed (``None``: no result was committed).
+        status: See :func:`result_status`.
+        summary: The result's first text block, on one line.
+    """
+
+    index: int
+    call_id: str
+    name: str
+    arguments: str
+    mode: ExecutionMode | None
+    synthetic: bool
+    started: float
+    body: tuple[float, float] | None
+    committed: float | None
+    status: Status
+    summary: str
+
+
+def _one_line(result: ToolResult | None) -> str:
+    # The first text block with its whitespace collapsed: JSON renders on one line.
+    if result is None:
+        return ""
+    for block in result.content:
+        text = getattr(block, "text", None)
+        if isinstance(text, str) and text.strip():
+            return " ".join(text.split())
+    return ""
+
+
+def timeline_rows(events: Iterable[TraceEvent], *, origin: float = 0.0) -> tuple[TimelineRow, ...]:
+    """Fold one batch's trace into one row per reported call, in model order.
+
+    Body spans are tied to their call through the execution token carried by its
+    ``on_call`` (scheduler.md §14); spans of other executions are ignored. A call retried
+    by a wrapper has several body spans: its row spans the first start to the last end.
+
+    Args:
+        events: What a ``TraceRecorder`` recorded for one batch.
+        origin: Subtracted from every time (e.g. when the batch was started).
+
+    Returns:
+        One :class:`TimelineRow` per call that has an ``on_call``, ordered by index.
+
+    Raises:
+        ValueError: The sink events come from more than one batch.
+    """
+    started: dict[int, tuple[float, CallStarted]] = {}
+    committed: dict[int, tuple[float, CallCommitted]] = {}
+    bodies: dict[object, list[float]] = {}
+    batches: set[int] = set()
+    for event in events:
+        detail = event.detail
+        if event.kind == "call" and isinstance(detail, CallStarted):
+            batches.add(detail.batch)
+            started.setdefault(detail.index, (event.time - origin, detail))
+        elif event.kind == "result" and isinstance(detail, CallCommitted):
+            batches.add(detail.batch)
+            committed.setdefault(detail.index, (event.time - origin, detail))
+        elif event.kind in ("body_start", "body_end") and event.token is not None:
+            bodies.setdefault(event.token, []).append(event.time - origin)
+    if len(batches) > 1:
+        raise ValueError(
+            f"a timeline shows one batch; these events come from batches {sorted(batches)}"
+        )
+    rows = []
+    for index in sorted(started):
+        at, call = started[index]
+        times = bodies.get(call.token) if call.token is not None else None
+        body = (min(times), max(times)) if times else None
+        done = committed.get(index)
+        result = done[1].result if done is not None else None
+        rows.append(
+            TimelineRow(
+                index=index,
+                call_id=call.call.call_id,
+                name=call.call.name,
+                arguments=arguments_text(call.call),
+                mode=call.mode,
+                synthetic=call.synthetic,
+                started=at,
+                body=body,
+                committed=done[0] if done is not None else None,
+                status=result_status(result, body_ran=body is not None),
+                summary=_one_line(result),
+            )
+        )
+    return tuple(rows)
+
+
+# -- SVG ----------------------------------------------------------------------------------
+
+_WIDTH = 1180
+_LABEL_X = 16
+_PLOT_X0 = 360
+_PLOT_X1 = 900
+_STATUS_X = _PLOT_X1 + 16
+_ROW_H = 24
+_ROWS_Y = 132
+_BAR_H = 12
+
+_STATUS_FILL: dict[Status, str] = {
+    "ok": "#54a24b",
+    "error": "#e45756",
+    "denied": "#b279a2",
+    "aborted": "#6f6f6f",
+    "aborted_before_dispatch": "#ffffff",
+    "pending": "#ffffff",
+}
+
+_STYLE = """
+text { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; font-size: 12px;
+       fill: #222; }
+.title { font-size: 16px; font-weight: bold; }
+.subtitle, .tick text, .legend text { fill: #555; }
+.grid { stroke: #e3e3e3; stroke-width: 1; }
+.zebra { fill: #f6f6f6; }
+.barrier { fill: #f58518; fill-opacity: 0.10; stroke: #f58518; stroke-opacity: 0.55;
+           stroke-dasharray: 4 3; }
+.wait { stroke: #9d9d9d; stroke-width: 2; }
+.body-parallel { fill: #4c78a8; }
+.body-exclusive { fill: #f58518; }
+.oncall { fill: #333; }
+.commit { stroke: #333; stroke-width: 1; }
+.synthetic-mark { fill: #ffffff; stroke: #6f6f6f; stroke-width: 1.5; stroke-dasharray: 2 2; }
+.abort { stroke: #d62728; stroke-width: 2; stroke-dasharray: 6 4; }
+.abort-label { fill: #d62728; font-weight: bold; }
+"""
+
+
+def _num(value: float) -> str:
+    # Fixed precision and no "-0": the same rows always give the same bytes.
+    text = f"{value:.1f}"
+    return "0.0" if text == "-0.0" else text
+
+
+def _seconds(value: float) -> str:
+    return f"{value:.3f} s"
+
+
+def _tick(value: float) -> str:
+    return f"{round(value, 6):g} s"
+
+
+def _open(name: str, attributes: dict[str, object]) -> str:
+    parts = [name]
+    for key, value in attributes.items():
+        rendered = _num(value) if isinstance(value, float) else str(value)
+        parts.append(f"{key}={quoteattr(rendered)}")
+    return "<" + " ".join(parts) + ">"
+
+
+def _tag(name: str, attributes: dict[str, object], body: str | None = None) -> str:
+    opening = _open(name, attributes)
+    if body is None:
+        return opening[:-1] + "/>"
+    return f"{opening}{body}</{name}>"
+
+
+def _text(x: float, y: float, text: str, **attributes: object) -> str:
+    return _tag("text", {"x": x, "y": y, **attributes}, escape(text))
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _nice_step(span: float) -> float:
+    raw = span / 8
+    magnitude = 10.0 ** math.floor(math.log10(raw))
+    for factor in (1.0, 2.0, 2.5, 5.0):
+        if factor * magnitude >= raw:
+            return factor * magnitude
+    return 10.0 * magnitude
+
+
+def _diamond(x: float, y: float, r: float) -> str:
+    return " ".join(
+        f"{_num(px)},{_num(py)}" for px, py in ((x, y - r), (x + r, y), (x, y + r), (x - r, y))
+    )
+
+
+def _legend(y: float, abort: bool) -> list[str]:
+    out = ['<g class="legend">']
+    x = float(_LABEL_X)
+    mid = y - 4
+
+    def item(glyph: str, label: str, width: float) -> None:
+        nonlocal x
+        out.append(glyph)
+        out.append(_text(x + 22, y, label))
+        x += width
+
+    item(
+        _tag(
+            "rect", {"class": "body-parallel", "x": x, "y": mid - 5, "width": 16.0, "height": 10.0}
+        ),
+        "parallel-safe body",
+        170,
+    )
+    item(
+        _tag(
+            "rect", {"class": "body-exclusive", "x": x, "y": mid - 5, "width": 16.0, "height": 10.0}
+        ),
+        "exclusive body",
+        140,
+    )
+    item(
+        _tag("rect", {"class": "barrier", "x": x, "y": mid - 7, "width": 16.0, "height": 14.0}),
+        "barrier: the batch waits for it",
+        260,
+    )
+    item(
+        _tag("line", {"class": "wait", "x1": x, "y1": mid, "x2": x + 16, "y2": mid}),
+        "started, not running or not yet committed",
+        330,
+    )
+    out.append("</g>")
+    out.append('<g class="legend">')
+    x = float(_LABEL_X)
+    y += 20
+    mid = y - 4
+    item(_tag("circle", {"class": "oncall", "cx": x + 8, "cy": mid, "r": 3.5}), "on_call", 100)
+    for status in ("ok", "error", "denied", "aborted"):
+        fill = _STATUS_FILL[status]
+        item(
+            _tag("polygon", {"class": "commit", "points": _diamond(x + 8, mid, 6), "fill": fill}),
+            f"committed: {STATUS_TEXT[status]}",
+            160,
+        )
+    item(
+        _tag("circle", {"class": "synthetic-mark", "cx": x + 8, "cy": mid, "r": 5.5}),
+        "synthetic (never started)",
+        230,
+    )
+    if abort:
+        item(
+            _tag(
+                "line", {"class": "abort", "x1": x + 8, "y1": mid - 7, "x2": x + 8, "y2": mid + 7}
+            ),
+            "abort fired",
+            120,
+        )
+    out.append("</g>")
+    return out
+
+
+def render_timeline(
+    rows: Sequence[TimelineRow],
+    *,
+    title: str,
+    subtitle: str = "",
+    abort_at: float | None = None,
+) -> str:
+    """Draw the rows as an SVG document: one row per call, a time axis and a legend.
+
+    Each row shows when the call was started (its ``on_call``, a dot), when its body ran
+    (a bar: blue for a parallel-safe call, orange for an exclusive one), the wait between
+    them and up to its commit (a grey line: pre-execute, then waiting for the head of the
+    line, S-005), and its commit (a diamond coloured by status). An exclusive call's span
+    is shaded across every row: it is a barrier (I4). A synthetic call (S-014, S-016) is a
+    hollow circle where its pair was recorded. Every row is a ``<g class="row ...">`` with
+    ``data-index``, ``data-call-id``, ``data-mode`` and ``data-status`` attributes and a
+    ``<title>`` tooltip.
+
+    Args:
+        rows: The calls, in model order (:func:`timeline_rows`).
+        title: The heading.
+        subtitle: A second heading line.
+        abort_at: When the batch ``Abort`` fired (seconds from the rows' origin), drawn as a
+            dashed red line.
+
+    Returns:
+        A complete SVG document (UTF-8 text, ending with a newline).
+    """
+    times = [row.started for row in rows]
+    times += [row.committed for row in rows if row.committed is not None]
+    times += [t for row in rows if row.body is not None for t in row.body]
+    if abort_at is not None:
+        times.append(abort_at)
+    span = max([*times, 0.0])
+    step = _nice_step(span if span > 0 else 0.1)
+    end = step * max(1, math.ceil(round(span / step, 9)))
+
+    def x_of(t: float) -> float:
+        return _PLOT_X0 + max(0.0, t) / end * (_PLOT_X1 - _PLOT_X0)
+
+    rows_bottom = _ROWS_Y + len(rows) * _ROW_H
+    axis_y = rows_bottom + 6
+    height = axis_y + 44
+    out = [
+        '<?xml version="1.0" encoding="UTF-8"?>',
+        _open(
+            "svg",
+            {
+                "xmlns": "http://www.w3.org/2000/svg",
+                "width": _WIDTH,
+                "height": height,
+                "viewBox": f"0 0 {_WIDTH} {height}",
+            },
+        ),
+        _tag("title", {}, escape(title)),
+        f"<style>{_STYLE}</style>",
+        _tag("rect", {"x": 0, "y": 0, "width": _WIDTH, "height": height, "fill": "#ffffff"}),
+        _text(_LABEL_X, 28.0, title, **{"class": "title"}),
+        _text(_LABEL_X, 48.0, subtitle, **{"class": "subtitle"}),
+        *_legend(76.0, abort_at is not None),
+    ]
+
+    # Zebra stripes and grid first, so that everything else is drawn over them.
+    out.append('<g class="grid-lines">')
+    for position in range(0, len(rows), 2):
+        top = _ROWS_Y + position * _ROW_H
+        out.append(
+            _tag("rect", {"class": "zebra", "x": 0, "y": top, "width": _WIDTH, "height": _ROW_H})
+        )
+    ticks = [step * k for k in range(round(end / step) + 1)]
+    for t in ticks:
+        out.append(
+            _tag(
+                "line", {"class": "grid", "x1": x_of(t), "y1": _ROWS_Y, "x2": x_of(t), "y2": axis_y}
+            )
+        )
+    out.append("</g>")
+
+    # Barriers: an exclusive call holds the whole batch from its on_call to its commit.
+    out.append('<g class="barriers">')
+    for row in rows:
+        if row.mode is ExecutionMode.EXCLUSIVE:
+            until = row.committed if row.committed is not None else span
+            left, right = x_of(row.started), x_of(until)
+            out.append(
+                _tag(
+                    "rect",
+                    {
+                        "class": "barrier",
+                        "x": left,
+                        "y": float(_ROWS_Y),
+                        "width": max(right - left, 2.0),
+                        "height": float(rows_bottom - _ROWS_Y),
+                    },
+                )
+            )
+    out.append("</g>")
+
+    for position, row in enumerate(rows):
+        out.extend(_row(row, _ROWS_Y + position * _ROW_H, x_of))
+
+    out.append('<g class="axis">')
+    out.append(
+        _tag("line", {"x1": _PLOT_X0, "y1": axis_y, "x2": _PLOT_X1, "y2": axis_y, "stroke": "#555"})
+    )
+    for t in ticks:
+        x = x_of(t)
+        out.append('<g class="tick">')
+        out.append(
+            _tag("line", {"x1": x, "y1": axis_y, "x2": x, "y2": axis_y + 5, "stroke": "#555"})
+        )
+        out.append(_text(x, axis_y + 18, _tick(t), **{"text-anchor": "middle"}))
+        out.append("</g>")
+    out.append(
+        _text(
+            (_PLOT_X0 + _PLOT_X1) / 2,
+            axis_y + 36,
+            "time since the batch started",
+            **{"text-anchor": "middle", "class": "subtitle"},
+        )
+    )
+    out.append("</g>")
+
+    if abort_at is not None:
+        x = x_of(abort_at)
+        out.append('<g class="abort-marker">')
+        out.append(
+            _tag("line", {"class": "abort", "x1": x, "y1": _ROWS_Y - 8, "x2": x, "y2": axis_y})
+        )
+        out.append(
+            _text(
+                x + 4,
+                _ROWS_Y - 10,
+                f"abort fired at {abort_at:.2f} s",
+                **{"class": "abort-label"},
+            )
+        )
+        out.append("</g>")
+
+    out.append("</svg>")
+    return "\n".join(out) + "\n"
+
+
+def _row(row: TimelineRow, top: float, x_of: Callable[[float], float]) -> list[str]:
+    mid = top + _ROW_H / 2
+    mode = "synthetic" if row.synthetic else (row.mode.value if row.mode is not None else "none")
+    status = STATUS_TEXT[row.status]
+    tooltip = [f"#{row.index} {row.call_id} {row.name} {row.arguments}"]
+    if row.synthetic:
+        tooltip.append(f"synthetic pair at {_seconds(row.started)}: {status}")
+    else:
+        tooltip.append(f"on_call at {_seconds(row.started)} ({mode})")
+        if row.body is not None:
+            tooltip.append(f"body {_seconds(row.body[0])} to {_seconds(row.body[1])}")
+        else:
+            tooltip.append("body never ran")
+        if row.committed is not None:
+            tooltip.append(f"committed at {_seconds(row.committed)}: {status}")
+    if row.summary:
+        tooltip.append(row.summary)
+    out = [
+        _open(
+            "g",
+            {
+                "class": f"row {mode}",
+                "data-index": row.index,
+                "data-call-id": row.call_id,
+                "data-mode": mode,
+                "data-status": row.status,
+            },
+        ),
+        _tag("title", {}, escape("\n".join(tooltip))),
+        _text(_LABEL_X, mid + 4, _clip(f"#{row.index:<2} {row.name} {row.arguments}", 46)),
+    ]
+    if row.synthetic:
+        # A synthetic pair has no span: on_call and on_result at the same moment.
+        out.append(
+            _tag(
+                "circle", {"class": "synthetic-mark", "cx": x_of(row.started), "cy": mid, "r": 5.5}
+            )
+        )
+        out.append(_text(_STATUS_X, mid + 4, _clip(f"synthetic: {status}", 36)))
+        out.append("</g>")
+        return out
+    until = row.committed if row.committed is not None else row.started
+    if row.body is not None:
+        until = max(until, row.body[1])
+    out.append(
+        _tag(
+            "line",
+            {"class": "wait", "x1": x_of(row.started), "y1": mid, "x2": x_of(until), "y2": mid},
+        )
+    )
+    if row.body is not None:
+        left, right = x_of(row.body[0]), x_of(row.body[1])
+        kind = "exclusive" if row.mode is ExecutionMode.EXCLUSIVE else "parallel"
+        out.append(
+            _tag(
+                "rect",
+                {
+                    "class": f"body-{kind}",
+                    "x": left,
+                    "y": mid - _BAR_H / 2,
+                    "width": max(right - left, 2.0),
+                    "height": float(_BAR_H),
+                    "rx": 2.0,
+                },
+            )
+        )
+    out.append(_tag("circle", {"class": "oncall", "cx": x_of(row.started), "cy": mid, "r": 3.5}))
+    if row.committed is not None:
+        out.append(
+            _tag(
+                "polygon",
+                {
+                    "class": "commit",
+                    "points": _diamond(x_of(row.committed), mid, 6.0),
+                    "fill": _STATUS_FILL[row.status],
+                },
+            )
+        )
+    label = status
+    if row.status in ("error", "denied") and row.summary:
+        label += ": " + row.summary.removeprefix("Error: ")
+    out.append(_text(_STATUS_X, mid + 4, _clip(label, 36)))
+    out.append("</g>")
+    return out
