@@ -39,7 +39,7 @@ from dsh_tools import (
     validate_args,
 )
 from tests.helpers import call, error_text, mode, run, text_output
-from tests.test_schema_differential import DISJOINT_SCHEMAS, near_values, valid_values
+from tests.strategies import DISJOINT_SCHEMAS, near_values, valid_values
 
 PATH_PARAMETERS: dict[str, Any] = {
     "type": "object",

@@ -21,8 +21,7 @@ from dsh_tools import (
     validate_json_value,
 )
 from tests.helpers import nest
-from tests.strategies import json_values
-from tests.test_schema_differential import DISJOINT_SCHEMAS, valid_values
+from tests.strategies import DISJOINT_SCHEMAS, json_values, valid_values
 
 TYPE_PROBLEM = (
     '"type" must be one of "array", "boolean", "integer", "null", "number", "object", "string"'

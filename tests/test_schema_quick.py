@@ -9,8 +9,7 @@ from hypothesis import strategies as st
 
 from dsh_tools import freeze_json
 from dsh_tools._schema_validate import CompiledSchema
-from tests.strategies import json_values
-from tests.test_schema_differential import near_values, schemas, valid_values
+from tests.strategies import json_values, near_values, schemas, valid_values
 
 _QUICK_SCHEMAS: st.SearchStrategy[dict[str, Any]] = st.one_of(
     st.just({}),

@@ -37,7 +37,7 @@ from dsh_tools import (
     tool,
 )
 from tests.helpers import error_text, mode, run
-from tests.test_schema_differential import valid_values
+from tests.strategies import valid_values
 
 
 class Color(enum.Enum):
