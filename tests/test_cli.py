@@ -168,6 +168,7 @@ def test_summary_rules() -> None:
     assert inspect_module.summary("One line\ncontinued. Then more.") == "One line continued."
     assert inspect_module.summary("v1.2 is out") == "v1.2 is out"
     assert inspect_module.summary("Ends here.\n\nSecond paragraph.") == "Ends here."
+    assert inspect_module.summary("   \n  ") == "(no summary)"
 
 
 def test_report_argument_errors() -> None:
@@ -201,3 +202,14 @@ def test_full_report_is_pinned() -> None:
     ``python -m dsh_tools inspect > tests/data/inspect.txt`` after an API change)."""
     pinned = (Path(__file__).parent / "data" / "inspect.txt").read_text(encoding="utf-8")
     assert run_cli().stdout.decode("utf-8") == pinned
+
+
+def test_undocumented_entries_have_no_summary_and_no_docstring_lines(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    class Bare:
+        def act(self) -> None:
+            pass
+
+    monkeypatch.setattr(inspect_module, "API_CATALOGUE", (Bare,))
+    assert inspect_report("api", "Bare") == "## api\n- Bare — (no summary)\n    act() -> None\n"

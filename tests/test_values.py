@@ -228,3 +228,16 @@ def test_cli_main_in_process(capsys: pytest.CaptureFixture[str]) -> None:
         sys.argv = argv
     assert info.value.code == 0
     assert capsys.readouterr().out.startswith("## api\n- Abort — ")
+
+
+def test_from_json_reports_result_invariants_with_the_prefix() -> None:
+    with pytest.raises(ValueError, match=r"^invalid tool result JSON: ") as info:
+        ToolResult.from_json({"is_error": True, "content": []})
+    assert str(info.value) == "invalid tool result JSON: a failed ToolResult needs an error @ $"
+
+
+def test_disposer_has_no_public_constructor() -> None:
+    from dsh_tools import Disposer
+
+    with pytest.raises(TypeError, match="returned by registration methods"):
+        Disposer()
