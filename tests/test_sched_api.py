@@ -100,3 +100,14 @@ def test_sink_is_a_protocol() -> None:
     assert typing.Protocol in dsh_sched.Sink.__mro__ or getattr(
         dsh_sched.Sink, "_is_protocol", False
     )
+
+
+def test_lazy_strategy_names_match_the_strategies_module() -> None:
+    """dsh_sched.testing lists the strategy names statically (so that importing it needs no
+    hypothesis); the list must not drift from the module it loads them from."""
+    import dsh_sched._strategies as strategies
+    import dsh_sched.testing as testing
+
+    assert frozenset(strategies.__all__) == testing._STRATEGY_NAMES
+    for name in strategies.__all__:
+        assert getattr(testing, name) is getattr(strategies, name)

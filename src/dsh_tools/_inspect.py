@@ -48,38 +48,24 @@ class EventEntry:
 #: The api section's entries, in report order.
 API_CATALOGUE: tuple[type, ...] = (ToolRuntime, Scope, Abort)
 
+
+def _event(name: str, mode: str, protocol: type, method: str) -> EventEntry:
+    # Every hook registers through the same-named method on the runtime and on a scope.
+    return EventEntry(
+        name=name,
+        mode=mode,
+        protocol=protocol,
+        registered_with=(f"ToolRuntime.{method}", f"Scope.{method}"),
+    )
+
+
 #: The events section's entries (printed sorted by name).
 EVENT_CATALOGUE: tuple[EventEntry, ...] = (
-    EventEntry(
-        name="tools/pre-execute",
-        mode="waterfall",
-        protocol=PreExecuteHook,
-        registered_with=("ToolRuntime.on_pre_execute", "Scope.on_pre_execute"),
-    ),
-    EventEntry(
-        name="tools/execute",
-        mode="waterfall",
-        protocol=ExecuteWrapper,
-        registered_with=("ToolRuntime.wrap_execute", "Scope.wrap_execute"),
-    ),
-    EventEntry(
-        name="tools/post-execute",
-        mode="waterfall",
-        protocol=PostExecuteHook,
-        registered_with=("ToolRuntime.on_post_execute", "Scope.on_post_execute"),
-    ),
-    EventEntry(
-        name="tools/result",
-        mode="emit",
-        protocol=ResultObserver,
-        registered_with=("ToolRuntime.on_result", "Scope.on_result"),
-    ),
-    EventEntry(
-        name="tools/change",
-        mode="emit",
-        protocol=ChangeObserver,
-        registered_with=("ToolRuntime.on_change", "Scope.on_change"),
-    ),
+    _event("tools/pre-execute", "waterfall", PreExecuteHook, "on_pre_execute"),
+    _event("tools/execute", "waterfall", ExecuteWrapper, "wrap_execute"),
+    _event("tools/post-execute", "waterfall", PostExecuteHook, "on_post_execute"),
+    _event("tools/result", "emit", ResultObserver, "on_result"),
+    _event("tools/change", "emit", ChangeObserver, "on_change"),
 )
 
 
