@@ -10,8 +10,8 @@ import attrs
 from ._abort import Abort
 from ._content import UserMessage
 from ._json import JsonValue
-from ._results import slot_setter
 from ._scope import Scope
+from ._slots import slot_setter
 
 if TYPE_CHECKING:
     from ._results import ToolResult

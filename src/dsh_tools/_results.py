@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, final
 
 import attrs
@@ -10,6 +10,7 @@ import attrs
 from ._content import ContentBlock, TextContent, UserMessage, to_blocks
 from ._errors import AbortError, ErrorCode, HarnessError, normalize_message
 from ._json import JsonValue, freeze_json, is_lossless_str
+from ._slots import slot_setter
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -167,16 +168,6 @@ class ToolResult:
         from ._convert import structure_result
 
         return structure_result(data)
-
-
-def slot_setter(cls: type, name: str) -> Callable[[object, object], None]:
-    """The setter of a slotted attribute, bypassing a frozen class's ``__setattr__``.
-
-    For the runtime's own hot-path constructors of values whose fields are already checked.
-    """
-    descriptor: Any = vars(cls)[name]
-    setter: Callable[[object, object], None] = descriptor.__set__
-    return setter
 
 
 _SET_IS_ERROR = slot_setter(ToolResult, "is_error")
