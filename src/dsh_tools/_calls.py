@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import itertools
-from typing import TYPE_CHECKING, Any, final
+from typing import TYPE_CHECKING, Any, NoReturn, final
 
 import attrs
 
@@ -48,33 +48,8 @@ class ExecutionToken:
         raise TypeError("an ExecutionToken is a live identity and cannot be pickled")
 
 
-def _str_validator(inst: object, attribute: attrs.Attribute[Any], value: object) -> None:
-    if type(value) is not str:
-        raise TypeError(f"ToolCall.{attribute.name} must be a str, got {type(value).__name__}")
-
-
-def _opt_str_validator(inst: object, attribute: attrs.Attribute[Any], value: object) -> None:
-    if value is not None and type(value) is not str:
-        raise TypeError(
-            f"ToolCall.{attribute.name} must be a str or None, got {type(value).__name__}"
-        )
-
-
-def _scope_validator(inst: object, attribute: attrs.Attribute[Any], value: object) -> None:
-    if value is not None and type(value) is not Scope:
-        raise TypeError(f"ToolCall.scope must be a Scope or None, got {type(value).__name__}")
-
-
-def _abort_validator(inst: object, attribute: attrs.Attribute[Any], value: object) -> None:
-    if type(value) is not Abort:
-        raise TypeError(f"ToolCall.abort must be an Abort, got {type(value).__name__}")
-
-
-def _parent_validator(inst: object, attribute: attrs.Attribute[Any], value: object) -> None:
-    if value is not None and type(value) is not ExecutionToken:
-        raise TypeError(
-            f"ToolCall.parent must be an ExecutionToken or None, got {type(value).__name__}"
-        )
+def _wrong_type(field: str, expected: str, value: object) -> NoReturn:
+    raise TypeError(f"ToolCall.{field} must be {expected}, got {type(value).__name__}")
 
 
 @final
@@ -95,13 +70,29 @@ class ToolCall:
         TypeError: a field of the wrong type.
     """
 
-    call_id: str = attrs.field(validator=_str_validator)
-    name: str = attrs.field(validator=_str_validator)
+    call_id: str
+    name: str
     arguments: object = attrs.field(factory=dict)
-    scope: Scope | None = attrs.field(default=None, validator=_scope_validator)
-    abort: Abort = attrs.field(factory=Abort, validator=_abort_validator)
-    root_call_id: str | None = attrs.field(default=None, validator=_opt_str_validator)
-    parent: ExecutionToken | None = attrs.field(default=None, validator=_parent_validator)
+    scope: Scope | None = None
+    abort: Abort = attrs.field(factory=Abort)
+    root_call_id: str | None = None
+    parent: ExecutionToken | None = None
+
+    def __attrs_post_init__(self) -> None:
+        # One check method instead of one attrs validator per field: a ToolCall is built
+        # per scheduled call, so this is on the hot path.
+        if type(self.call_id) is not str:
+            _wrong_type("call_id", "a str", self.call_id)
+        if type(self.name) is not str:
+            _wrong_type("name", "a str", self.name)
+        if self.scope is not None and type(self.scope) is not Scope:
+            _wrong_type("scope", "a Scope or None", self.scope)
+        if type(self.abort) is not Abort:
+            _wrong_type("abort", "an Abort", self.abort)
+        if self.root_call_id is not None and type(self.root_call_id) is not str:
+            _wrong_type("root_call_id", "a str or None", self.root_call_id)
+        if self.parent is not None and type(self.parent) is not ExecutionToken:
+            _wrong_type("parent", "an ExecutionToken or None", self.parent)
 
 
 class Stage:

@@ -29,6 +29,9 @@ if TYPE_CHECKING:
 JsonValue: TypeAlias = Any
 
 _LOG2_10 = math.log2(10)
+# The digit limit is 0 (none) or at least 640 (sys.set_int_max_str_digits refuses less), and
+# 2000 bits make at most 603 digits: such an int is lossless whatever the limit.
+_ALWAYS_OK_BITS = 2000
 
 
 def is_lossless_str(s: str) -> bool:
@@ -57,6 +60,8 @@ class _NotLossless(Exception):
 
 
 def _int_ok(value: int) -> bool:
+    if value.bit_length() <= _ALWAYS_OK_BITS:
+        return True
     limit = sys.get_int_max_str_digits()
     if limit == 0:
         return True
@@ -225,6 +230,8 @@ def freeze_json(value: object) -> JsonValue:
         FrozenDict({'a': (1, 2)})
     """
     t = type(value)
+    if t is str and value.isascii():  # type: ignore[attr-defined]
+        return value
     try:
         if _check_scalar(value, t):
             return value
@@ -253,7 +260,12 @@ def _freeze_flat(root: Any, t: type) -> JsonValue | None:
             for key, item in root.items():
                 if type(key) is not str or not (key.isascii() or is_lossless_str(key)):
                     return None
-                if not _check_scalar(item, type(item)):
+                kind = type(item)
+                # The commonest scalars inline; everything else through _check_scalar.
+                if kind is str:
+                    if not item.isascii() and not is_lossless_str(item):
+                        return None
+                elif not (kind is bool or item is None) and not _check_scalar(item, kind):
                     return None
             return FrozenDict._from_frozen(root)
         for item in root:
