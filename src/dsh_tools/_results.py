@@ -282,7 +282,8 @@ def blocks_lossless(blocks: tuple[ContentBlock, ...]) -> bool:
     """Whether every string of the blocks encodes as UTF-8."""
     for block in blocks:
         if type(block) is TextContent:
-            if not is_lossless_str(block.text):
+            text = block.text
+            if not text.isascii() and not is_lossless_str(text):
                 return False
         elif not (is_lossless_str(block.data) and is_lossless_str(block.mime_type)):
             return False
