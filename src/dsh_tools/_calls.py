@@ -119,6 +119,7 @@ class ExecState:
         "ctx_active",
         "deferred",
         "finalizer",
+        "lossless",
         "runtime",
         "stage",
         "stage0_error",
@@ -134,6 +135,8 @@ class ExecState:
         self.canonical: list[ToolResult] | None = None
         self.finalizer: Any = None
         self.stage0_error: ToolResult | None = None
+        #: The last success built from a value: known lossless, so stage 4 skips its check.
+        self.lossless: ToolResult | None = None
 
     @property
     def finished(self) -> bool:

@@ -405,13 +405,17 @@ def build_success(
                 raise ToolOutputError(
                     name, ["output.presentation_meta returned non-lossless JSON"]
                 ) from None
-    return ToolResult._trusted(
+    result = ToolResult._trusted(
         is_error=False,
         content=content,
         value=frozen,
         meta=meta,
         concludes_turn=state.concluded,
     )
+    # Every string of this result is checked above (its content) or frozen (value, meta):
+    # stage 4 need not check this very object again.
+    state.lossless = result
+    return result
 
 
 def _as_blocks(blocks: object) -> tuple[Any, ...] | None:
@@ -521,7 +525,7 @@ def finish(execution: ToolExecution, result: ToolResult) -> ToolResult:
         raise TypeError(f"finish() expects a ToolResult, got {type(result).__name__}")
     state.stage = Stage.FINISHED
     state.ctx_active = False
-    if not result_strings_lossless(result):
+    if result is not state.lossless and not result_strings_lossless(result):
         result = error_result(TypeError(_RESULT_NOT_LOSSLESS))
     finalizer = state.finalizer
     if finalizer is not None:
