@@ -192,7 +192,9 @@ class ToolExecution:
         _SET_SCOPE(self, call.scope)
         _SET_PARENT(self, call.parent)
         _SET_ABORT(self, call.abort)
-        _SET_TOKEN(self, ExecutionToken._mint())
+        token = object.__new__(ExecutionToken)  # ExecutionToken._mint(), inlined
+        token._n = next(_token_numbers)
+        _SET_TOKEN(self, token)
         _SET_STATE(self, state)
         return self
 

@@ -232,6 +232,9 @@ def freeze_json(value: object) -> JsonValue:
     t = type(value)
     if t is str and value.isascii():  # type: ignore[attr-defined]
         return value
+    if t is dict:  # most tool arguments: a flat object
+        flat = _freeze_flat(value, t)
+        return flat if flat is not None else _freeze_container(value, t)
     try:
         if _check_scalar(value, t):
             return value
@@ -264,6 +267,9 @@ def _freeze_flat(root: Any, t: type) -> JsonValue | None:
                 # The commonest scalars inline; everything else through _check_scalar.
                 if kind is str:
                     if not item.isascii() and not is_lossless_str(item):
+                        return None
+                elif kind is int:
+                    if item.bit_length() > _ALWAYS_OK_BITS and not _int_ok(item):
                         return None
                 elif not (kind is bool or item is None) and not _check_scalar(item, kind):
                     return None

@@ -152,6 +152,25 @@ class ToolResult:
         _SET_CONCLUDES(self, concludes_turn)
         return self
 
+    @classmethod
+    def _success(
+        cls,
+        content: tuple[ContentBlock, ...],
+        value: JsonValue,
+        meta: JsonValue | None,
+        concludes_turn: bool,
+    ) -> ToolResult:
+        """:meth:`_trusted` for a fresh success (positional: the body's hot path)."""
+        self = object.__new__(cls)
+        _SET_IS_ERROR(self, False)
+        _SET_CONTENT(self, content)
+        _SET_VALUE(self, value)
+        _SET_ERROR(self, None)
+        _SET_META(self, meta)
+        _SET_CONTEXTS(self, ())
+        _SET_CONCLUDES(self, concludes_turn)
+        return self
+
     def to_json(self) -> dict[str, Any]:
         """Return the durable JSON form (``value`` is never written; empty fields are omitted)."""
         from ._convert import unstructure_result
