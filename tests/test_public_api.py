@@ -41,7 +41,8 @@ def test_dsh_tools_all_is_the_spec_surface() -> None:
 
 def test_submodules_export_exactly_their_names() -> None:
     assert sorted(dsh_tools.lowlevel.__all__) == sorted(
-        ["create", "prepare", "dispatch", "finalize", "finish", "cancelled_result",
+        ["create", "prepare", "dispatch", "dispatch_in_abort_scope", "finalize", "finish",
+             "cancelled_result",
          "ReadyToDispatch", "NeedsFinalize", "NeedsFinish"]
     )  # fmt: skip
     assert dsh_tools.policies.__all__ == ["install_timeout_policy"]

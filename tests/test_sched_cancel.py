@@ -7,6 +7,7 @@ cancels, interrupts or fails the batch at a chosen moment and checks what was re
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
@@ -33,6 +34,36 @@ from dsh_tools import (
 from tests.test_sched_fixtures import Gates, StepSink, calls, gated_tool, output, text_of
 
 wait_blocked = trio.testing.wait_all_tasks_blocked
+
+
+Proceed = Callable[[], Awaitable[Any]]
+
+
+def patch_dispatch(
+    monkeypatch: pytest.MonkeyPatch,
+    stage: Callable[[lowlevel.ReadyToDispatch, Proceed], Awaitable[Any]],
+) -> None:
+    """Route the driver's dispatch stages through ``stage(step, proceed)``, a stage bug.
+
+    Both of the driver's paths: ``dispatch`` (a per-call scope) and the shared-scope
+    ``dispatch_in_abort_scope``; ``proceed()`` runs the real stage of that path.
+    """
+    real = lowlevel.dispatch
+    real_shared = lowlevel.dispatch_in_abort_scope
+
+    async def per_call(step: lowlevel.ReadyToDispatch) -> Any:
+        return await stage(step, lambda: real(step))
+
+    def shared(step: lowlevel.ReadyToDispatch) -> Awaitable[Any]:
+        def proceed() -> Awaitable[Any]:
+            coro = real_shared(step)
+            assert coro is not None  # these tests register no wrapper
+            return coro
+
+        return stage(step, proceed)
+
+    monkeypatch.setattr(dsh_sched._driver, "dispatch", per_call)
+    monkeypatch.setattr(dsh_sched._driver, "dispatch_in_abort_scope", shared)
 
 
 def code(result: ToolResult | None) -> str | None:
@@ -108,18 +139,17 @@ async def test_s019_a_later_internal_failure_is_ignored(monkeypatch: pytest.Monk
     """Two dispatch stages raise (a stage bug); the first failure is the one raised."""
     first, second = RuntimeError("first"), RuntimeError("second")
     gates = Gates()
-    real_dispatch = lowlevel.dispatch
 
-    async def buggy_dispatch(step: lowlevel.ReadyToDispatch) -> Any:
+    async def buggy_dispatch(step: lowlevel.ReadyToDispatch, proceed: Proceed) -> Any:
         call_id = step.execution.call_id
         await gates.wait(call_id)
         if call_id == "c1":
             raise first
         if call_id == "c2":
             raise second
-        return await real_dispatch(step)
+        return await proceed()
 
-    monkeypatch.setattr(dsh_sched._driver, "dispatch", buggy_dispatch)
+    patch_dispatch(monkeypatch, buggy_dispatch)
     steps: list[str] = []
     runtime = ToolRuntime()
     runtime.register(gated_tool("r", parallel=True, steps=steps))
@@ -148,15 +178,13 @@ async def test_example5_failure_during_prepare_leaves_the_call_undispatched(
     bug = RuntimeError("dispatch stage bug")
     gates = Gates()
 
-    real_dispatch = lowlevel.dispatch
-
-    async def buggy_dispatch(step: lowlevel.ReadyToDispatch) -> Any:
+    async def buggy_dispatch(step: lowlevel.ReadyToDispatch, proceed: Proceed) -> Any:
         if step.execution.call_id == "c1":
             await gates.wait("bug")
             raise bug
-        return await real_dispatch(step)
+        return await proceed()
 
-    monkeypatch.setattr(dsh_sched._driver, "dispatch", buggy_dispatch)
+    patch_dispatch(monkeypatch, buggy_dispatch)
     steps: list[str] = []
     runtime = ToolRuntime()
     runtime.register(gated_tool("r", parallel=True, steps=steps))
@@ -197,15 +225,14 @@ async def test_failure_during_finalize_leaves_that_commit_unrecorded(
     """§8 step 4: a commit whose finalize was running completes, but is not recorded."""
     bug = RuntimeError("dispatch stage bug")
     gates = Gates()
-    real_dispatch = lowlevel.dispatch
 
-    async def buggy_dispatch(step: lowlevel.ReadyToDispatch) -> Any:
+    async def buggy_dispatch(step: lowlevel.ReadyToDispatch, proceed: Proceed) -> Any:
         if step.execution.call_id == "c2":
             await gates.wait("bug")
             raise bug
-        return await real_dispatch(step)
+        return await proceed()
 
-    monkeypatch.setattr(dsh_sched._driver, "dispatch", buggy_dispatch)
+    patch_dispatch(monkeypatch, buggy_dispatch)
     runtime = ToolRuntime()
     runtime.register(gated_tool("r", parallel=True, steps=[]))
     finalized: list[str] = []

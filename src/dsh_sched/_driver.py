@@ -23,6 +23,7 @@ from dsh_tools.lowlevel import (
     cancelled_result,
     create,
     dispatch,
+    dispatch_in_abort_scope,
     finalize,
     finish,
     prepare,
@@ -35,6 +36,7 @@ from ._sinks import CallCommitted, CallStarted, ContextAccepted
 
 if TYPE_CHECKING:
     import collections
+    from collections.abc import Awaitable
 
     from dsh_tools import (
         Abort,
@@ -143,6 +145,8 @@ class Driver:
         "group",
         "group_mode",
         "held",
+        "host_waiter",
+        "inner",
         "iter_waiter",
         "keep",
         "max_parallel",
@@ -191,6 +195,10 @@ class Driver:
         self.pending_index = -1
         self.pending_call: ToolCall | None = None
         self.nursery: trio.Nursery | None = None
+        #: The nursery of wrapper-free dispatch tasks, opened inside the batch Abort's
+        #: move_on_abort() scope (see _host); None until the first parallel group.
+        self.inner: trio.Nursery | None = None
+        self.host_waiter: _Waiter | None = None
         #: The first internal failure (§8); later ones are logged at DEBUG.
         self.failure: Exception | None = None
         #: The first KeyboardInterrupt/SystemExit-like exception (§9).
@@ -230,6 +238,10 @@ class Driver:
                 raise
             self.interrupt(exc)
             return
+        finally:
+            # Whatever ended the driver, the host of the shared-scope nursery may go: it
+            # leaves once its running dispatch tasks have.
+            self._close_host()
         # Completed, or stopped by an internal failure: either way the batch delivers
         # nothing more, so the iteration can end now.
         self.end_iteration()
@@ -257,6 +269,10 @@ class Driver:
             )
             self.group = group
             self.group_mode = mode
+            if self.host_waiter is None and group.overlaps():
+                # Bodies will run side by side: from now on they share one abort scope.
+                assert self.nursery is not None
+                await self.nursery.start(self._host)
             await self._run_group(group, mode)
             plan.advance(group.to_start)
             self.group = None
@@ -361,26 +377,46 @@ class Driver:
         if isinstance(step, ReadyToDispatch):
             group.dispatching()
             # start_soon copies the driver's context now, after this call's prepare (§3).
-            assert self.nursery is not None
-            self.nursery.start_soon(self._dispatch, group, gi, step, name="dsh_sched.dispatch")
+            inner = self.inner
+            if inner is not None and (shared := dispatch_in_abort_scope(step)) is not None:
+                inner.start_soon(self._dispatch, group, gi, shared, name="dsh_sched.dispatch")
+            else:
+                assert self.nursery is not None
+                self.nursery.start_soon(
+                    self._dispatch, group, gi, dispatch(step), name="dsh_sched.dispatch"
+                )
         else:
             group.store(gi, step)
 
-    async def _dispatch(self, group: _Group, gi: int, step: ReadyToDispatch) -> None:
+    async def _dispatch(
+        self, group: _Group, gi: int, stage: Awaitable[_Step | ReadyToDispatch]
+    ) -> None:
         result: _Step | None = None
         try:
-            result = await dispatch(step)
+            outcome = await stage
+            if type(outcome) is ReadyToDispatch:
+                # A wrapper was registered before this task ran (its stage 2 start): the
+                # call leaves the shared scope and is dispatched with its own scope, still
+                # running as far as the group is concerned. The new task starts with this
+                # task's context: the driver's after prepare.
+                assert self.nursery is not None
+                self.nursery.start_soon(
+                    self._dispatch, group, gi, dispatch(outcome), name="dsh_sched.dispatch"
+                )
+                return
+            result = outcome
         except Exception as exc:
             self.fail(exc)
         except BaseException as exc:
             if is_cancellation(exc):
                 # The slot stays empty: the bookkeeping asks the runtime for the
                 # cancelled result of this execution.
+                group.dispatched(gi, None)
+                self.waiter.wake()
                 raise
             self.interrupt(exc)
-        finally:
-            group.dispatched(gi, result)
-            self.waiter.wake()
+        group.dispatched(gi, result)
+        self.waiter.wake()
 
     async def _commit_ready(self, group: _Group, mode: ExecutionMode) -> None:
         # Head of line: only the first uncommitted call may commit; a fast later call's
@@ -560,6 +596,29 @@ class Driver:
             self.group = None
         self._synthesize(bookkeeping=True)
         self._deliver_contexts(bookkeeping=True)
+
+    # -- the shared abort scope (runtime.md §7.4's equivalent mechanism) -------------------
+
+    async def _host(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Hold a nursery open inside the batch Abort's scope for wrapper-free dispatches.
+
+        Firing the Abort cancels that one scope, and with it every body running in the
+        nursery: no per-call cancel scope to create, enter, register and exit.
+        """
+        waiter = self.host_waiter = _Waiter()
+        with self.abort.move_on_abort():
+            async with trio.open_nursery() as inner:
+                self.inner = inner
+                task_status.started()
+                try:
+                    await waiter.wait()
+                finally:
+                    self.inner = None
+
+    def _close_host(self) -> None:
+        waiter = self.host_waiter
+        if waiter is not None:
+            waiter.wake()
 
     # -- failures -------------------------------------------------------------------------
 

@@ -72,6 +72,10 @@ class GroupPlan(Generic[E, S]):
         """Whether the pool may start another call (before the abort/barrier checks)."""
         return not self.stopped and self.to_start < self.size and self.running < self.max_parallel
 
+    def overlaps(self) -> bool:
+        """Whether two of this group's dispatch stages may run at the same time."""
+        return self.parallel and self.size > 1 and self.max_parallel > 1
+
     def needs_reclassification(self) -> bool:
         """Whether the next start must first reclassify its call (§4.2 fill step 2).
 

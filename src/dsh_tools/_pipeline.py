@@ -35,7 +35,7 @@ from ._results import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Coroutine
 
     from ._abort import Abort
     from ._definition import ToolDefinition
@@ -49,6 +49,7 @@ __all__ = [
     "cancelled_result",
     "create",
     "dispatch",
+    "dispatch_in_abort_scope",
     "finalize",
     "finish",
     "is_cancellation",
@@ -264,12 +265,128 @@ async def dispatch(step: ReadyToDispatch) -> NeedsFinalize | NeedsFinish:
         return _needs_finish(state, execution, error_result(exc))
     finally:
         state.ctx_active = False
+    return _dispatched(state, execution, result)
+
+
+def _dispatched(state: ExecState, execution: ToolExecution, result: ToolResult) -> NeedsFinalize:
+    return _needs_finalize(state, execution, _dispatch_tail(state, execution, result))
+
+
+def _dispatch_tail(state: ExecState, execution: ToolExecution, result: ToolResult) -> ToolResult:
+    """The end of stage 2 once the wrapper chain returned: contexts, then check F."""
     deferred = state.deferred
     if deferred:
         result = replace_contexts(result, (*deferred, *result.additional_contexts))
     if execution.abort.aborted and not result.is_error:  # check F
         result = aborted_result(state.body_started, result.additional_contexts)
-    return _needs_finalize(state, execution, result)
+    return result
+
+
+def dispatch_in_abort_scope(
+    step: ReadyToDispatch,
+) -> Coroutine[Any, Any, NeedsFinalize | NeedsFinish | ReadyToDispatch] | None:
+    """Stage 2 for a driver that runs many calls of one ``Abort`` under one cancel scope.
+
+    The per-call cancel scope of :func:`dispatch` exists so that firing the ``Abort``
+    cancels the body and only the body. A driver that runs the dispatch stages of many calls
+    sharing one ``Abort`` can instead run them as tasks of a nursery opened inside
+    ``abort.move_on_abort()``: firing the ``Abort`` then cancels all of their bodies with one
+    scope (runtime.md §7.4 allows this equivalent mechanism). That is only sound when no
+    ``tools/execute`` wrapper applies, because wrappers must never see a ``Cancelled``
+    caused by the ``Abort``.
+
+    So this returns ``None`` when a wrapper applies to the call: use :func:`dispatch` for
+    it. Otherwise it returns the stage-2 coroutine. Await it in a task started in a nursery
+    that was opened directly inside ``step.execution.abort.move_on_abort()``, and do not
+    checkpoint in that task after it returns. Stage 2 starts when the coroutine runs, and
+    reads the wrapper list then: if a wrapper was registered in between, it dispatches
+    nothing and returns ``step`` itself, to be run with :func:`dispatch` outside that
+    scope. When the ``Abort``'s ``Cancelled`` ends the body, the coroutine absorbs it on
+    behalf of the shared scope and returns the ``ABORTED`` result, as :func:`dispatch`
+    would; every other outcome (checks D1, D2, E, F, errors, the caller's cancellation
+    propagating) is :func:`dispatch`'s too.
+
+    Example (``keep`` awaits a stage and stores what it returns):
+        >>> async def run_all(steps, abort):  # doctest: +SKIP
+        ...     async with trio.open_nursery() as outer:
+        ...         with abort.move_on_abort():
+        ...             async with trio.open_nursery() as shared:
+        ...                 for step in steps:
+        ...                     stage = dispatch_in_abort_scope(step)
+        ...                     if stage is None:  # a wrapper applies: its own scope
+        ...                         outer.start_soon(keep, dispatch(step))
+        ...                     else:  # keep() hands a returned step to dispatch() in outer
+        ...                         shared.start_soon(keep, stage)
+
+    Raises:
+        TypeError: ``step`` is not a ``ReadyToDispatch``.
+        RuntimeError: the execution is not ready for dispatch.
+    """
+    if type(step) is not ReadyToDispatch:
+        raise TypeError(
+            f"dispatch_in_abort_scope() expects a ReadyToDispatch, got {type(step).__name__}"
+        )
+    execution = step.execution
+    state = execution._state
+    _require(state, Stage.READY, "dispatch")
+    if state.runtime._registry.hooks("execute", execution.scope):
+        return None
+    state.stage = Stage.DISPATCHING
+    return _dispatch_shared(step, state, execution)
+
+
+async def _dispatch_shared(
+    step: ReadyToDispatch, state: ExecState, execution: ToolExecution
+) -> NeedsFinalize | NeedsFinish | ReadyToDispatch:
+    """:func:`dispatch` with no wrapper and without the per-call scope, in one frame.
+
+    The task's nursery scope is linked to the Abort, so a ``Cancelled`` out of the body
+    while the Abort has fired is that scope's.
+    """
+    if state.runtime._registry.hooks("execute", execution.scope):
+        # Stage 2 starts now, and a wrapper was registered since the driver chose this
+        # path: hand the call back, still ready, for dispatch() outside the shared scope.
+        state.stage = Stage.READY
+        return step
+    abort = execution.abort
+    try:
+        target = _body_target(state, execution)
+        if type(target) is ToolResult:
+            result = target
+        else:
+            defn: Any = target
+            # Check D2. The shared scope is cancelled only by the Abort, which check D1 just
+            # saw unfired with no checkpoint since: only an enclosing scope can raise here.
+            await trio.lowlevel.checkpoint_if_cancelled()
+            state.body_started = True
+            try:
+                value = await defn.execute(execution.arguments, ToolRunContext._make(execution))
+            except Exception as exc:
+                # Kept even when the abort caused it: any error beats cancellation.
+                result = error_result(exc)
+            except trio.Cancelled:
+                if not _fired(abort):
+                    raise  # the caller's cancellation
+                # What the per-call scope would have absorbed. (If the caller's scope is
+                # cancelled too, its Cancelled reaches the driver at its next checkpoint, and
+                # the cancellation bookkeeping turns this ABORTED into the same ABORTED.)
+                result = aborted_result(True)
+            except BaseExceptionGroup as group:
+                if not _fired(abort):
+                    raise
+                # A body's own nursery: strip the Abort's Cancelled as a scope's exit would;
+                # what remains is what dispatch() makes a final result.
+                rest = group.split(trio.Cancelled)[1]
+                if rest is not None:
+                    raise rest from None
+                result = aborted_result(True)
+            else:
+                result = _body_outcome(state, execution, defn, value)
+    except Exception as exc:
+        return _needs_finish(state, execution, error_result(exc))
+    finally:
+        state.ctx_active = False
+    return _dispatched(state, execution, result)
 
 
 async def _run_wrappers(hooks: tuple[Any, ...], i: int, execution: ToolExecution) -> ToolResult:
@@ -298,16 +415,40 @@ async def _base(execution: ToolExecution) -> ToolResult:
     return result
 
 
-async def _run_body(execution: ToolExecution) -> ToolResult:
-    """Checks D1 and D2, the body in its per-call cancel scope, then check E."""
-    state = execution._state
-    abort = execution.abort
-    if abort._aborted:  # check D1
+def _body_target(state: ExecState, execution: ToolExecution) -> ToolDefinition | ToolResult:
+    """Stage 2 before the body: check D1, then the live definition (runtime.md §7.4 1–2).
+
+    Returns the definition to run, or the result that replaces the body.
+    """
+    if execution.abort._aborted:  # check D1
         return aborted_result(False)
     defn = state.runtime._registry.resolve(execution.name, execution.scope)
     if defn is None:
         return error_result(ToolNotFoundError(execution.name))
-    result: ToolResult | None = None
+    return defn
+
+
+def _body_outcome(
+    state: ExecState, execution: ToolExecution, defn: ToolDefinition, value: object
+) -> ToolResult:
+    """Stage 2 after a body that returned ``value``: the success, then check E (§7.4 6)."""
+    try:
+        result = build_success(defn, execution, state, value)
+    except ToolOutputError as exc:
+        return error_result(exc)
+    if _fired(execution.abort):  # check E
+        return aborted_result(True)
+    return result
+
+
+async def _run_body(execution: ToolExecution) -> ToolResult:
+    """Checks D1 and D2, the body in its per-call cancel scope, then check E."""
+    state = execution._state
+    target = _body_target(state, execution)
+    if type(target) is ToolResult:
+        return target
+    defn: Any = target
+    abort = execution.abort
     value = _NO_VALUE
     # The per-call cancel scope, linked to the Abort: what Abort.move_on_abort() does,
     # inlined because this is the hot path. No checkpoint since check D1, so the Abort cannot
@@ -325,21 +466,13 @@ async def _run_body(execution: ToolExecution) -> ToolResult:
                 value = await defn.execute(execution.arguments, ToolRunContext._make(execution))
             except Exception as exc:
                 # Kept even when the abort caused it: any error beats cancellation.
-                result = error_result(exc)
+                return error_result(exc)
     finally:
         scopes.pop(cancel_scope, None)
-    if result is not None:
-        return result
     if value is _NO_VALUE:
         # The per-call scope absorbed the Cancelled the Abort caused.
         return aborted_result(True)
-    try:
-        result = build_success(defn, execution, state, value)
-    except ToolOutputError as exc:
-        return error_result(exc)
-    if _fired(abort):  # check E
-        return aborted_result(True)
-    return result
+    return _body_outcome(state, execution, defn, value)
 
 
 def _normalize(state: ExecState, execution: ToolExecution, result: ToolResult) -> ToolResult:
@@ -405,13 +538,7 @@ def build_success(
                 raise ToolOutputError(
                     name, ["output.presentation_meta returned non-lossless JSON"]
                 ) from None
-    result = ToolResult._trusted(
-        is_error=False,
-        content=content,
-        value=frozen,
-        meta=meta,
-        concludes_turn=state.concluded,
-    )
+    result = ToolResult._success(content, frozen, meta, state.concluded)
     # Every string of this result is checked above (its content) or frozen (value, meta):
     # stage 4 need not check this very object again.
     state.lossless = result
@@ -431,6 +558,101 @@ def _as_blocks(blocks: object) -> tuple[Any, ...] | None:
         if type(block) is not TextContent and type(block) is not ImageContent:
             return None
     return content
+
+
+# -- execute() when nothing can intervene ------------------------------------------------
+
+
+def unhooked(execution: ToolExecution) -> bool:
+    """Whether :func:`run_unhooked` may run this execution: no scope, no stage-0 error, and
+    no pre-execute hook, guard or wrapper registered (so stages 1 and 2 run no user code
+    but the body)."""
+    if execution.scope is not None or execution._state.stage0_error is not None:
+        return False
+    owner = execution._state.runtime._registry.global_owner
+    fns = owner.fns
+    return not owner.guards and not fns["pre"] and not fns["execute"]
+
+
+async def run_unhooked(execution: ToolExecution) -> ToolResult:
+    """Stages 1–4 for an :func:`unhooked` execution, in one frame; what
+    ``prepare``/``dispatch``/``finalize``/``finish`` would do, and the native-cancellation
+    handling of ``ToolRuntime.execute()`` (runtime.md §8.4).
+
+    With no pre hook, guard or wrapper there is nothing to await before the body: stage 1
+    reduces to its cancel point and check A, and stage 2 to the body in its per-call scope.
+    Post-execute hooks are looked up when stage 3 starts, as always (the body may have
+    registered one).
+    """
+    state = execution._state
+    held: ToolResult | None = None
+    try:
+        state.stage = Stage.PREPARING
+        # The caller's own cancellation is noticed before check A (runtime.md §7.2 step 1);
+        # nothing runs between here and the body, so this is check D2 as well.
+        await trio.lowlevel.checkpoint_if_cancelled()
+        if execution.abort._aborted:  # check A
+            state.stage = Stage.NEEDS_FINISH
+            return finish(execution, aborted_result(False))
+        state.stage = Stage.DISPATCHING
+        # Stage 2 with no wrapper: _run_body's steps, with its awaits in this frame.
+        try:
+            target = _body_target(state, execution)
+            if type(target) is ToolResult:
+                result = target
+            else:
+                defn: Any = target
+                value = _NO_VALUE
+                error: ToolResult | None = None
+                cancel_scope = trio.CancelScope()
+                scopes = execution.abort._scopes
+                scopes[cancel_scope] = None
+                try:
+                    with cancel_scope:
+                        # No check D2: the cancel point above asked the same question, with
+                        # nothing run since.
+                        state.body_started = True
+                        try:
+                            value = await defn.execute(
+                                execution.arguments, ToolRunContext._make(execution)
+                            )
+                        except Exception as exc:
+                            error = error_result(exc)
+                finally:
+                    scopes.pop(cancel_scope, None)
+                if error is not None:
+                    result = error
+                elif value is _NO_VALUE:
+                    result = aborted_result(True)
+                else:  # _body_outcome(), inlined
+                    try:
+                        result = build_success(defn, execution, state, value)
+                    except ToolOutputError as exc:
+                        result = error_result(exc)
+                    else:
+                        if _fired(execution.abort):  # check E
+                            result = aborted_result(True)
+        except Exception as exc:
+            # What dispatch() makes a final result (NeedsFinish), for example the rest of a
+            # group once the scope took its Cancelled: no post-execute.
+            state.stage = Stage.NEEDS_FINISH
+            state.ctx_active = False
+            return finish(execution, error_result(exc))
+        finally:
+            state.ctx_active = False
+        if state.deferred or _fired(execution.abort):
+            result = _dispatch_tail(state, execution, result)
+        held = result
+        state.stage = Stage.NEEDS_FINALIZE
+        if state.runtime._registry.global_owner.fns["post"]:
+            return await finalize(NeedsFinalize(execution, result))
+        # No post hook: check G would ask check F's question again, with nothing run since.
+        state.stage = Stage.FINALIZING
+        return finish(execution, result)
+    except BaseException as exc:
+        if is_cancellation(exc) and state.stage != Stage.FINISHED:
+            finish(execution, cancelled_result(execution, held))
+        raise
 
 
 # -- stage 3 ------------------------------------------------------------------------------

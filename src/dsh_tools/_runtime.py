@@ -19,6 +19,8 @@ from ._pipeline import (
     finish,
     is_cancellation,
     prepare,
+    run_unhooked,
+    unhooked,
 )
 from ._registry import Registry, check_callable
 from ._scope import Scope
@@ -197,6 +199,11 @@ class ToolRuntime:
             ValueError: ``call.scope`` belongs to a different runtime.
         """
         execution = create(self, call)
+        if unhooked(execution):
+            # The same stages, in one frame: no hook machinery when no hook is registered.
+            result = await run_unhooked(execution)
+            await trio.lowlevel.cancel_shielded_checkpoint()
+            return result
         held: ToolResult | None = None
         try:
             step = await prepare(execution)

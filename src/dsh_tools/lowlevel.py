@@ -13,9 +13,13 @@ the next one, so a type checker catches a stage called with the wrong state::
     else:
         result = finish(step.execution, step.result)
 
-On ``trio.Cancelled`` a driver calls ``finish(execution, cancelled_result(execution, r))``
-with ``r`` the result of the last state it holds, if any. Each execution is finished exactly
-once.
+A driver that runs many calls sharing one ``Abort`` side by side may run the dispatch
+stages that no wrapper applies to under one cancel scope linked to that ``Abort``, instead
+of one scope per call: see :func:`dispatch_in_abort_scope`.
+
+On ``trio.Cancelled`` (or an exception group holding one, runtime.md §8.4) a driver calls
+``finish(execution, cancelled_result(execution, r))`` with ``r`` the result of the last
+state it holds, if any. Each execution is finished exactly once.
 """
 
 from ._pipeline import (
@@ -25,6 +29,7 @@ from ._pipeline import (
     cancelled_result,
     create,
     dispatch,
+    dispatch_in_abort_scope,
     finalize,
     finish,
     prepare,
@@ -37,6 +42,7 @@ __all__ = [
     "cancelled_result",
     "create",
     "dispatch",
+    "dispatch_in_abort_scope",
     "finalize",
     "finish",
     "prepare",
