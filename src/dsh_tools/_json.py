@@ -166,6 +166,9 @@ class FrozenDict(dict[str, Any]):
         return FrozenDict(merged)
 
 
+_dict_new = dict.__new__
+_dict_update = dict.update
+
 #: The frozen empty object: immutable, so one instance serves every ``{}``.
 _EMPTY: Final = FrozenDict._from_frozen(())
 
@@ -273,7 +276,11 @@ def _freeze_flat(root: Any, t: type) -> JsonValue | None:
                         return None
                 elif not (kind is bool or item is None) and not _check_scalar(item, kind):
                     return None
-            return FrozenDict._from_frozen(root)
+            # FrozenDict._from_frozen(root), inlined: this is every call's arguments.
+            frozen = _dict_new(FrozenDict)
+            _dict_update(frozen, root)
+            frozen._hash = None
+            return frozen
         for item in root:
             if not _check_scalar(item, type(item)):
                 return None

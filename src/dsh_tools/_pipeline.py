@@ -597,11 +597,11 @@ async def run_unhooked(execution: ToolExecution) -> ToolResult:
         state.stage = Stage.DISPATCHING
         # Stage 2 with no wrapper: _run_body's steps, with its awaits in this frame.
         try:
-            target = _body_target(state, execution)
-            if type(target) is ToolResult:
-                result = target
+            # _body_target(), inlined. No checkpoint since check A: check D1 cannot fire.
+            defn: Any = state.runtime._registry.resolve(execution.name, None)
+            if defn is None:
+                result = error_result(ToolNotFoundError(execution.name))
             else:
-                defn: Any = target
                 value = _NO_VALUE
                 error: ToolResult | None = None
                 cancel_scope = trio.CancelScope()
