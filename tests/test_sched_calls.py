@@ -69,6 +69,49 @@ def test_s024_round_trips_json_text(value: Any) -> None:
     assert parse_arguments(json.dumps(value)) == value
 
 
+def _reference_parse(raw: str) -> object:
+    """scheduler.md §2.2 spelled out with the standard library's own entry point."""
+    import json
+
+    def reject(name: str) -> object:
+        raise ValueError(name)
+
+    if raw == "":
+        return {}
+    try:
+        return json.loads(raw, parse_constant=reject)
+    except (ValueError, RecursionError):
+        return raw
+
+
+_JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
+    lambda c: st.lists(c, max_size=3) | st.dictionaries(st.text(max_size=3), c, max_size=3),
+    max_leaves=8,
+)
+_AROUND = st.sampled_from(["", " ", "\n", "\t ", "x", "}", ",", "\ufeff", "1", '"'])
+
+
+@given(_JSON_VALUES, _AROUND, _AROUND, st.booleans())
+def test_s024_parses_exactly_as_json_loads_does(
+    value: Any, before: str, after: str, truncate: bool
+) -> None:
+    """The scanner fast path gives json.loads' answer, whitespace, trailing data, rejected
+    constants (infinite floats dump as Infinity) and truncated text included."""
+    import json
+
+    raw = before + json.dumps(value) + after
+    if truncate:
+        raw = raw[: len(raw) // 2]
+    expected = _reference_parse(raw)
+    got = parse_arguments(raw)
+    if expected is raw:
+        assert got is raw
+    else:
+        assert got == expected
+        assert type(got) is type(expected)
+
+
 def test_model_tool_call_keeps_str_arguments_unchanged() -> None:
     raw = '{"a": 1}'
     call = ModelToolCall(call_id="c1", name="t", arguments=raw)

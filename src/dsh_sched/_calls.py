@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import json.scanner
 from collections.abc import Mapping
 from typing import Any, final
 
@@ -74,6 +75,9 @@ def _reject_constant(name: str) -> object:
 # One decoder for every call: json.loads(raw, parse_constant=...) builds a new decoder and
 # scanner per call, more than half of its cost for small objects.
 _DECODER = json.JSONDecoder(parse_constant=_reject_constant)
+# The decoder's own C scanner (what JSONDecoder.raw_decode calls): (value, end index).
+# typeshed types its argument as a scanner; it takes any decoder-like object.
+_SCAN_ONCE = json.scanner.make_scanner(_DECODER)  # type: ignore[arg-type]
 
 
 def parse_arguments(raw: str) -> object:
@@ -96,6 +100,15 @@ def parse_arguments(raw: str) -> object:
     """
     if raw == "":
         return {}
+    # The model's text is almost always one JSON value with no surrounding whitespace: the
+    # C scanner alone parses it, without decode()'s two whitespace regex passes.
+    try:
+        value, end = _SCAN_ONCE(raw, 0)
+    except (StopIteration, ValueError, RecursionError):
+        pass  # leading whitespace, or not JSON: decode() decides, as below
+    else:
+        if end == len(raw):
+            return value
     try:
         return _DECODER.decode(raw)
     except (ValueError, RecursionError):
