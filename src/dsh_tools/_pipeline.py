@@ -144,7 +144,7 @@ async def prepare(execution: ToolExecution) -> ReadyToDispatch | NeedsFinalize |
     if state.stage0_error is not None:
         return _needs_finish(state, execution, state.stage0_error)
     abort = execution.abort
-    if abort.aborted:  # check A
+    if abort._aborted:  # check A
         return _needs_finish(state, execution, aborted_result(False))
     registry = state.runtime._registry
     scope = execution.scope
@@ -183,7 +183,7 @@ async def prepare(execution: ToolExecution) -> ReadyToDispatch | NeedsFinalize |
 def _fired(abort: Abort) -> bool:
     # A call, not an attribute: the abort may fire at any await, and a type checker must
     # not narrow it away between two checks.
-    return abort.aborted
+    return abort._aborted
 
 
 def _needs_finish(state: ExecState, execution: ToolExecution, result: ToolResult) -> NeedsFinish:
@@ -277,7 +277,7 @@ def _dispatch_tail(state: ExecState, execution: ToolExecution, result: ToolResul
     deferred = state.deferred
     if deferred:
         result = replace_contexts(result, (*deferred, *result.additional_contexts))
-    if execution.abort.aborted and not result.is_error:  # check F
+    if execution.abort._aborted and not result.is_error:  # check F
         result = aborted_result(state.body_started, result.additional_contexts)
     return result
 
@@ -675,7 +675,7 @@ async def finalize(step: NeedsFinalize) -> ToolResult:
         except Exception as exc:
             # The error wins: no cancellation override (runtime.md §7.5 step 5).
             return finish(execution, error_result(exc))
-    if execution.abort.aborted and not result.is_error:  # check G
+    if execution.abort._aborted and not result.is_error:  # check G
         result = aborted_result(state.body_started, result.additional_contexts)
     return finish(execution, result)
 
