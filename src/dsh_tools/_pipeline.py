@@ -753,7 +753,11 @@ def finish(execution: ToolExecution, result: ToolResult) -> ToolResult:
     if finalizer is not None:
         state.finalizer = None
         result = _run_finalizer(finalizer, execution, result)
-    observers = state.runtime._registry.hooks("result", execution.scope)
+    registry = state.runtime._registry
+    scope = execution.scope
+    observers = (
+        registry.global_owner.fns["result"] if scope is None else registry.hooks("result", scope)
+    )
     for observer in observers:
         _notify(observer, execution, result)
     return result
