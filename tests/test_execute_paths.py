@@ -28,7 +28,7 @@ import trio.testing
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import dsh_tools._runtime  # only to spy on which path execute() takes
+import dsh_tools._pipeline  # only to spy on which path execute() takes
 from dsh_tools import (
     Abort,
     Accept,
@@ -55,7 +55,7 @@ from dsh_tools.lowlevel import NeedsFinalize, ReadyToDispatch
 from tests.pipeline_helpers import raw_tool
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable, Iterator
+    from collections.abc import Callable, Iterator
 
 # -- the reference driver -----------------------------------------------------------------
 
@@ -95,19 +95,19 @@ async def staged_execute(runtime: ToolRuntime, call: ToolCall) -> ToolResult:
 
 @contextmanager
 def fast_path_spy() -> Iterator[list[ToolExecution]]:
-    """Record each execution ``execute()`` hands to its fast path."""
+    """Record each execution ``execute()`` runs on its fast path (``unhooked()`` said yes)."""
     taken: list[ToolExecution] = []
-    # Whatever execute() calls now (a name the module imports, so looked up by name).
-    original: Callable[[ToolExecution], Awaitable[ToolResult]] = vars(dsh_tools._runtime)[
-        "run_unhooked"
-    ]
+    # Whatever execute() consults now (a module global of _pipeline, looked up per call).
+    original: Callable[[ToolExecution], bool] = vars(dsh_tools._pipeline)["unhooked"]
 
-    async def spy(execution: ToolExecution) -> ToolResult:
-        taken.append(execution)
-        return await original(execution)
+    def spy(execution: ToolExecution) -> bool:
+        fast = original(execution)
+        if fast:
+            taken.append(execution)
+        return fast
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(dsh_tools._runtime, "run_unhooked", spy)
+        patch.setattr(dsh_tools._pipeline, "unhooked", spy)
         yield taken
 
 
@@ -792,3 +792,43 @@ async def test_c033_fast_path_not_taken_when_something_can_intervene(
         assert via_execute.is_error
     else:
         assert via_execute.value == ""
+
+
+@pytest.mark.parametrize("fast", [True, False], ids=["execute", "staged"])
+async def test_p063_an_unexpected_failure_building_the_success_is_final_on_both_paths(
+    fast: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A bug after the body returned (here: building its success raises something other
+    than ``ToolOutputError``) is what ``dispatch()`` makes a final result: an error result,
+    no post-execute, the observers see it. The fast path agrees."""
+    bug = RuntimeError("success builder bug")
+
+    def broken(*args: object) -> ToolResult:
+        raise bug
+
+    monkeypatch.setattr(dsh_tools._pipeline, "_body_outcome", broken)
+    runtime = ToolRuntime()
+    runtime.register(raw_tool())
+    posted: list[str] = []
+    observed: list[ToolResult] = []
+
+    async def post(
+        execution: ToolExecution, result: ToolResult, call_next: CallNext[PostDecision]
+    ) -> PostDecision:
+        posted.append(execution.call_id)
+        return await call_next()
+
+    runtime.on_post_execute(post)  # a post hook leaves execute() on its fast path
+    runtime.on_result(lambda execution, result: observed.append(result))
+    call = ToolCall(call_id="c1", name="echo", arguments={"text": "hi"})
+    with fast_path_spy() as taken:
+        if fast:
+            result = await runtime.execute(call)
+        else:
+            result = await staged_execute(runtime, call)
+    assert len(taken) == int(fast)
+    assert result.is_error
+    assert result.error is not None
+    assert result.error.message == "success builder bug"
+    assert posted == []
+    assert observed == [result]

@@ -188,6 +188,10 @@ class _Pair(NamedTuple):  # a tuple subclass
         ({"a": [0, -0.0]}, "not lossless JSON: negative zero at $.a[1]"),
         ({"k": ["ok", "x\udc80"]}, "not lossless JSON: unpaired surrogate at $.k[1]"),
         ((1, (2, math.inf)), "not lossless JSON: non-finite float at $[1][1]"),
+        # Flat objects (the arguments' fast path) name the key too.
+        ({"a": 1, "b": "x\ud800"}, "not lossless JSON: unpaired surrogate at $.b"),
+        ({"a": 1, "b": 10**5000}, "not lossless JSON: integer too large at $.b"),
+        ({"a": 1.5, "b": -0.0}, "not lossless JSON: negative zero at $.b"),
         (
             {"outer": {"inner": -(10**5000)}},
             "not lossless JSON: integer too large at $.outer.inner",

@@ -902,3 +902,35 @@ async def test_runtime_bug_in_finish_during_bookkeeping_is_logged(
     # Nothing is faked for the calls the runtime could not finish.
     assert sink_steps == ["call c1", "call c2"]
     assert any("could not finish a cancelled call" in r.getMessage() for r in caplog.records)
+
+
+async def test_s019_a_sink_failing_on_a_synthetic_result_is_the_internal_failure() -> None:
+    """§8 with an abort fired before the batch: every call gets only a synthetic pair; the
+    sink raising on the first synthetic ``on_result`` is the batch's internal failure,
+    raised alone, and nothing after that pair is reported."""
+    runtime = ToolRuntime()
+    runtime.register(gated_tool("r", parallel=True, steps=[]))
+    abort = Abort()
+    abort.abort("before the batch")
+    boom = RuntimeError("sink failed on a synthetic result")
+    sink_steps: list[str] = []
+    sink = FailOn(sink_steps, "result", "c1", boom)
+    with pytest.raises(RuntimeError) as info:
+        await run_tool_calls(runtime, calls("r:c1", "r:c2"), abort=abort, sink=sink)
+    assert info.value is boom
+    assert sink_steps == ["call c1", "result c1"]
+
+
+async def test_s044_a_sink_interrupting_on_a_synthetic_result_completes_that_pair() -> None:
+    """§9 with an abort fired before the batch: a ``KeyboardInterrupt`` from the sink's
+    synthetic ``on_result`` propagates once that call's commit is complete; the later
+    calls get their synthetic pairs from the bookkeeping, exactly one each."""
+    runtime = ToolRuntime()
+    runtime.register(gated_tool("r", parallel=True, steps=[]))
+    abort = Abort()
+    abort.abort("before the batch")
+    sink_steps: list[str] = []
+    sink = FailOn(sink_steps, "result", "c1", KeyboardInterrupt())
+    with pytest.raises(KeyboardInterrupt):
+        await run_tool_calls(runtime, calls("r:c1", "r:c2"), abort=abort, sink=sink)
+    assert sink_steps == ["call c1", "result c1", "call c2", "result c2"]

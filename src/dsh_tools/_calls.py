@@ -35,12 +35,6 @@ class ExecutionToken:
     def __init__(self) -> None:
         raise TypeError("ExecutionToken cannot be created directly; the runtime mints tokens")
 
-    @classmethod
-    def _mint(cls) -> ExecutionToken:
-        self = object.__new__(cls)
-        self._n = next(_token_numbers)
-        return self
-
     def __repr__(self) -> str:
         return f"<ExecutionToken #{self._n}>"
 
@@ -171,10 +165,6 @@ class ExecState:
         #: The last success built from a value: known lossless, so stage 4 skips its check.
         self.lossless: ToolResult | None = None
 
-    @property
-    def finished(self) -> bool:
-        return self.stage == Stage.FINISHED
-
     def deferred_contexts(self) -> tuple[UserMessage, ...]:
         return () if self.deferred is None else tuple(self.deferred)
 
@@ -225,7 +215,7 @@ class ToolExecution:
         _SET_SCOPE(self, call.scope)
         _SET_PARENT(self, call.parent)
         _SET_ABORT(self, call.abort)
-        token = object.__new__(ExecutionToken)  # ExecutionToken._mint(), inlined
+        token = object.__new__(ExecutionToken)  # minted here: __init__ refuses users
         token._n = next(_token_numbers)
         _SET_TOKEN(self, token)
         _SET_STATE(self, state)

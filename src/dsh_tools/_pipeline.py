@@ -50,6 +50,7 @@ __all__ = [
     "create",
     "dispatch",
     "dispatch_in_abort_scope",
+    "execute",
     "finalize",
     "finish",
     "is_cancellation",
@@ -564,9 +565,11 @@ def _as_blocks(blocks: object) -> tuple[Any, ...] | None:
 
 
 def unhooked(execution: ToolExecution) -> bool:
-    """Whether :func:`run_unhooked` may run this execution: no scope, no stage-0 error, and
-    no pre-execute hook, guard or wrapper registered (so stages 1 and 2 run no user code
-    but the body)."""
+    """Whether :func:`execute` may run this execution's stages in its own frame.
+
+    True for no scope, no stage-0 error, and no pre-execute hook, guard or wrapper
+    registered: stages 1 and 2 then run no user code but the body.
+    """
     if execution.scope is not None or execution._state.stage0_error is not None:
         return False
     owner = execution._state.runtime._registry.global_owner
@@ -574,85 +577,127 @@ def unhooked(execution: ToolExecution) -> bool:
     return not owner.guards and not fns["pre"] and not fns["execute"]
 
 
-async def run_unhooked(execution: ToolExecution) -> ToolResult:
-    """Stages 1–4 for an :func:`unhooked` execution, in one frame; what
-    ``prepare``/``dispatch``/``finalize``/``finish`` would do, and the native-cancellation
-    handling of ``ToolRuntime.execute()`` (runtime.md §8.4).
+async def execute(runtime: ToolRuntime, call: ToolCall) -> ToolResult:
+    """Run one call through the whole pipeline and return its frozen result.
 
-    With no pre hook, guard or wrapper there is nothing to await before the body: stage 1
-    reduces to its cancel point and check A, and stage 2 to the body in its per-call scope.
-    Post-execute hooks are looked up when stage 3 starts, as always (the body may have
-    registered one).
+    Never raises for tool outcomes: failures become error results with stable codes.
+    A trio checkpoint on every path. If the caller's own cancel scope is cancelled,
+    the result observers still receive the call's result (``ABORTED`` or
+    ``ABORTED_BEFORE_DISPATCH`` unless an error was already decided) and then
+    ``trio.Cancelled`` propagates.
+
+    Raises:
+        TypeError: ``call`` is not a ``ToolCall``.
+        ValueError: ``call.scope`` belongs to a different runtime.
     """
+    # This is ToolRuntime.execute: the stages back to back (runtime.md §13), then one
+    # schedule point. When nothing can intervene (unhooked()), the steps of stages 1-4 run
+    # in this frame rather than in the stage functions' own (decision 18).
+    execution = create(runtime, call)
     state = execution._state
     held: ToolResult | None = None
     try:
-        state.stage = Stage.PREPARING
-        # The caller's own cancellation is noticed before check A (runtime.md §7.2 step 1);
-        # nothing runs between here and the body, so this is check D2 as well.
-        await trio.lowlevel.checkpoint_if_cancelled()
-        if execution.abort._aborted:  # check A
-            state.stage = Stage.NEEDS_FINISH
-            return finish(execution, aborted_result(False))
-        state.stage = Stage.DISPATCHING
-        # Stage 2 with no wrapper: _run_body's steps, with its awaits in this frame.
-        try:
-            # _body_target(), inlined. No checkpoint since check A: check D1 cannot fire.
-            defn: Any = state.runtime._registry.resolve(execution.name, None)
-            if defn is None:
-                result = error_result(ToolNotFoundError(execution.name))
+        if not unhooked(execution):
+            step = await prepare(execution)
+            if type(step) is ReadyToDispatch:
+                step = await dispatch(step)
+            held = step.result
+            if type(step) is NeedsFinalize:
+                result = await finalize(step)
             else:
-                value = _NO_VALUE
-                error: ToolResult | None = None
-                cancel_scope = trio.CancelScope()
-                scopes = execution.abort._scopes
-                scopes[cancel_scope] = None
+                result = finish(execution, held)
+        else:
+            state.stage = Stage.PREPARING
+            # The caller's own cancellation is noticed before check A (runtime.md §7.2 step
+            # 1); nothing but the body runs after it, so it is check D2 as well.
+            await trio.lowlevel.checkpoint_if_cancelled()
+            if execution.abort._aborted:  # check A: final
+                state.stage = Stage.NEEDS_FINISH
+                result = finish(execution, aborted_result(False))
+            else:
+                # Stage 2 with no wrapper: _run_body's steps. No checkpoint since check A,
+                # so check D1 cannot fire.
+                state.stage = Stage.DISPATCHING
                 try:
-                    with cancel_scope:
-                        # No check D2: the cancel point above asked the same question, with
-                        # nothing run since.
-                        state.body_started = True
+                    defn: Any = runtime._registry.resolve(execution.name, None)
+                    value: Any = _NO_VALUE
+                    outcome: ToolResult | None = None  # the body's error result
+                    final: ToolResult | None = None  # an error that skips post-execute
+                    if defn is None:
+                        outcome = error_result(ToolNotFoundError(execution.name))
+                    else:
+                        cancel_scope = trio.CancelScope()
+                        scopes = execution.abort._scopes
+                        scopes[cancel_scope] = None
                         try:
-                            value = await defn.execute(
-                                execution.arguments, ToolRunContext._make(execution)
+                            with cancel_scope:
+                                state.body_started = True
+                                try:
+                                    value = await defn.execute(
+                                        execution.arguments, ToolRunContext._make(execution)
+                                    )
+                                except Exception as exc:
+                                    outcome = error_result(exc)
+                        except Exception as exc:
+                            # The rest of a group once the scope took its Cancelled: what
+                            # dispatch() makes a final result (NeedsFinish).
+                            final = error_result(exc)
+                        finally:
+                            scopes.pop(cancel_scope, None)
+                    if final is None:
+                        try:
+                            result = _unhooked_dispatch_result(
+                                state, execution, defn, value, outcome
                             )
                         except Exception as exc:
-                            error = error_result(exc)
+                            final = error_result(exc)
                 finally:
-                    scopes.pop(cancel_scope, None)
-                if error is not None:
-                    result = error
-                elif value is _NO_VALUE:
-                    result = aborted_result(True)
-                else:  # _body_outcome(), inlined
-                    try:
-                        result = build_success(defn, execution, state, value)
-                    except ToolOutputError as exc:
-                        result = error_result(exc)
+                    # Stage 2 is over, however it ended (dispatch() does the same).
+                    state.ctx_active = False
+                if final is not None:
+                    state.stage = Stage.NEEDS_FINISH
+                    result = finish(execution, final)
+                else:
+                    held = result
+                    state.stage = Stage.NEEDS_FINALIZE
+                    if runtime._registry.global_owner.fns["post"]:
+                        result = await finalize(NeedsFinalize(execution, result))
                     else:
-                        if _fired(execution.abort):  # check E
-                            result = aborted_result(True)
-        except Exception as exc:
-            # What dispatch() makes a final result (NeedsFinish), for example the rest of a
-            # group once the scope took its Cancelled: no post-execute.
-            state.stage = Stage.NEEDS_FINISH
-            state.ctx_active = False
-            return finish(execution, error_result(exc))
-        finally:
-            state.ctx_active = False
-        if state.deferred or _fired(execution.abort):
-            result = _dispatch_tail(state, execution, result)
-        held = result
-        state.stage = Stage.NEEDS_FINALIZE
-        if state.runtime._registry.global_owner.fns["post"]:
-            return await finalize(NeedsFinalize(execution, result))
-        # No post hook: check G would ask check F's question again, with nothing run since.
-        state.stage = Stage.FINALIZING
-        return finish(execution, result)
+                        # No post hook: check G would ask check F's question again, with
+                        # nothing run since.
+                        state.stage = Stage.FINALIZING
+                        result = finish(execution, result)
     except BaseException as exc:
+        # Native cancellation: finish the call with its cancellation result (observers
+        # run, no blocking), then let the same Cancelled go on. KeyboardInterrupt and
+        # friends propagate at once, with no result.
         if is_cancellation(exc) and state.stage != Stage.FINISHED:
             finish(execution, cancelled_result(execution, held))
         raise
+    await trio.lowlevel.cancel_shielded_checkpoint()
+    return result
+
+
+def _unhooked_dispatch_result(
+    state: ExecState,
+    execution: ToolExecution,
+    defn: ToolDefinition | None,
+    value: object,
+    outcome: ToolResult | None,
+) -> ToolResult:
+    """Stage 2's result in :func:`execute`'s unhooked path: the body's outcome (as
+    :func:`_run_body` makes it), then contexts and check F (as :func:`dispatch`)."""
+    if outcome is not None:
+        result = outcome
+    elif value is _NO_VALUE:
+        # The per-call scope absorbed the Cancelled the Abort caused.
+        result = aborted_result(True)
+    else:
+        assert defn is not None
+        result = _body_outcome(state, execution, defn, value)
+    if state.deferred or execution.abort._aborted:
+        result = _dispatch_tail(state, execution, result)
+    return result
 
 
 # -- stage 3 ------------------------------------------------------------------------------

@@ -4,24 +4,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, final
 
-import trio
-
 from ._calls import ToolCall
 from ._definition import ExecutionMode, ToolDefinition, ToolSchema, classify
 from ._json import freeze_json, thaw_json
-from ._pipeline import (
-    NeedsFinalize,
-    ReadyToDispatch,
-    cancelled_result,
-    create,
-    dispatch,
-    finalize,
-    finish,
-    is_cancellation,
-    prepare,
-    run_unhooked,
-    unhooked,
-)
+from ._pipeline import execute
 from ._registry import Registry, check_callable
 from ._scope import Scope
 
@@ -36,7 +22,6 @@ if TYPE_CHECKING:
         PreExecuteHook,
         ResultObserver,
     )
-    from ._results import ToolResult
 
 __all__ = ["ToolRuntime"]
 
@@ -185,41 +170,5 @@ class ToolRuntime:
         defn = self._registry.resolve(call.name, _check_scope(self, call.scope))
         return classify(defn, call.arguments)
 
-    async def execute(self, call: ToolCall) -> ToolResult:
-        """Run one call through the whole pipeline and return its frozen result.
-
-        Never raises for tool outcomes: failures become error results with stable codes.
-        A trio checkpoint on every path. If the caller's own cancel scope is cancelled,
-        the result observers still receive the call's result (``ABORTED`` or
-        ``ABORTED_BEFORE_DISPATCH`` unless an error was already decided) and then
-        ``trio.Cancelled`` propagates.
-
-        Raises:
-            TypeError: ``call`` is not a ``ToolCall``.
-            ValueError: ``call.scope`` belongs to a different runtime.
-        """
-        execution = create(self, call)
-        if unhooked(execution):
-            # The same stages, in one frame: no hook machinery when no hook is registered.
-            result = await run_unhooked(execution)
-            await trio.lowlevel.cancel_shielded_checkpoint()
-            return result
-        held: ToolResult | None = None
-        try:
-            step = await prepare(execution)
-            if type(step) is ReadyToDispatch:
-                step = await dispatch(step)
-            held = step.result
-            if type(step) is NeedsFinalize:
-                result = await finalize(step)
-            else:
-                result = finish(execution, held)
-        except BaseException as exc:
-            # Native cancellation: finish the call with its cancellation result (observers
-            # run, no blocking), then let the same Cancelled go on. KeyboardInterrupt and
-            # friends propagate at once, with no result.
-            if is_cancellation(exc) and not execution._state.finished:
-                finish(execution, cancelled_result(execution, held))
-            raise
-        await trio.lowlevel.cancel_shielded_checkpoint()
-        return result
+    #: Run one call through the whole pipeline (defined with the stages it drives).
+    execute = execute
