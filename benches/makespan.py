@@ -12,6 +12,7 @@ Figures are makespan ÷ lower bound (median and spread over interleaved repeats)
 
 from __future__ import annotations
 
+import statistics
 import time
 from typing import TYPE_CHECKING, Final
 
@@ -91,11 +92,60 @@ def _makespan(run: Callable[[], Awaitable[None]]) -> float:
     return trio.run(timed)
 
 
+#: The moments of a uniform batch's timeline, in ms after the batch started.
+TIMELINE_MARKS: Final = ("first sleep", "last sleep", "first wake", "last wake", "end")
+
+
+def _timeline(n: int) -> dict[str, Callable[[], tuple[float, ...]]]:
+    """Runs of ``n`` 10 ms calls that note when each body starts sleeping and wakes."""
+    marks: list[tuple[bool, float]] = []  # (woke, perf_counter)
+
+    async def sleeper() -> None:
+        marks.append((False, time.perf_counter()))
+        await trio.sleep(WAIT)
+        marks.append((True, time.perf_counter()))
+
+    async def body(args: object, ctx: object) -> str:
+        await sleeper()
+        return "ok"
+
+    runtime = runtime_with(raw_tool("par", body, parallel=True))
+    calls = tuple(
+        ModelToolCall(call_id=f"c{i}", name="par", arguments=ARGUMENTS_JSON) for i in range(n)
+    )
+
+    async def floor() -> None:
+        async with trio.open_nursery() as nursery:
+            for _ in range(n):
+                nursery.start_soon(sleeper)
+
+    async def dsh() -> None:
+        await run_tool_calls(runtime, calls, max_parallel=n)
+
+    def timed(run: Callable[[], Awaitable[None]]) -> tuple[float, ...]:
+        async def main() -> tuple[float, float]:
+            start = time.perf_counter()
+            await run()
+            return start, time.perf_counter()
+
+        marks.clear()
+        start, end = trio.run(main)
+        sleeps = [t for woke, t in marks if not woke]
+        wakes = [t for woke, t in marks if woke]
+        moments = (min(sleeps), max(sleeps), min(wakes), max(wakes), end)
+        return tuple((t - start) * 1000 for t in moments)
+
+    return {"floor": lambda: timed(floor), "dsh": lambda: timed(dsh)}
+
+
 @attrs.define
 class MakespanResult:
-    """Makespan ÷ lower bound per (shape, system, n)."""
+    """Makespan ÷ lower bound per (shape, system, n), and one size's timelines."""
 
     ratios: dict[tuple[str, str, int], list[float]] = attrs.Factory(dict)
+    timeline_n: int | None = None
+    #: Per system, one tuple of TIMELINE_MARKS per repeat.
+    timelines: dict[str, list[tuple[float, ...]]] = attrs.Factory(dict)
 
     def stats(self, shape: str, system: str, n: int) -> Stats | None:
         values = self.ratios.get((shape, system, n))
@@ -108,9 +158,20 @@ def measure(
     *,
     repeats: int,
     progress: Callable[[str], None],
+    timeline_n: int | None = None,
 ) -> MakespanResult:
-    """Measure both shapes, floor and dsh-trio interleaved per repeat."""
-    result = MakespanResult()
+    """Measure both shapes, floor and dsh-trio interleaved per repeat; with
+    ``timeline_n``, also the timeline of a uniform batch of that size."""
+    result = MakespanResult(timeline_n=timeline_n)
+    if timeline_n is not None:
+        timelines = _timeline(timeline_n)
+        for take in timelines.values():
+            take()  # warm-up
+        for r in range(repeats):
+            for name, take in list(timelines.items())[:: -1 if r % 2 else 1]:
+                settle_heap("freeze")
+                result.timelines.setdefault(name, []).append(take())
+        progress(f"makespan: timeline n={timeline_n} done")
     plans: list[tuple[str, int, float, dict[str, Callable[[], Awaitable[None]]]]] = []
     for n in uniform_ns:
         plans.append(
@@ -169,6 +230,20 @@ def report(result: MakespanResult, uniform_ns: Sequence[int], mixed_ns: Sequence
         ),
         "",
     ]
+    if result.timeline_n is not None and result.timelines:
+        rows = []
+        for system, label in (("floor", "raw trio floor"), ("dsh", "dsh-trio run_tool_calls")):
+            runs = result.timelines.get(system, [])
+            medians = [statistics.median(run[i] for run in runs) for i in range(5)]
+            rows.append([label, *(f"{m:.2f}" for m in medians)])
+        parts += [
+            f"Timeline of the uniform batch at N={result.timeline_n}: ms after the batch "
+            "started (medians), when the first and the last body began to sleep and woke, "
+            "and when the batch returned.",
+            "",
+            markdown_table(["system", *TIMELINE_MARKS], rows),
+            "",
+        ]
     floor = result.stats("uniform", "floor", 100)
     dsh = result.stats("uniform", "dsh", 100)
     if floor is not None and dsh is not None:

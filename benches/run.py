@@ -235,7 +235,11 @@ def run_scenarios(
             title = "Memory per in-flight call"
         elif scenario == "makespan":
             result = makespan.measure(
-                plan.makespan_ns, plan.mixed_ns, repeats=plan.makespan_repeats, progress=progress
+                plan.makespan_ns,
+                plan.mixed_ns,
+                repeats=plan.makespan_repeats,
+                progress=progress,
+                timeline_n=100 if 100 in plan.makespan_ns else None,
             )
             body = makespan.report(result, plan.makespan_ns, plan.mixed_ns)
             title = "Makespan against the lower bound"

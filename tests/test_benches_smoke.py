@@ -107,7 +107,13 @@ def test_inflight_memory_parks_every_call() -> None:
 
 
 def test_makespan_uniform_and_mixed() -> None:
-    result = makespan.measure([1, 3], [10], repeats=1, progress=_quiet)
+    result = makespan.measure([1, 3], [10], repeats=1, progress=_quiet, timeline_n=3)
+    for system in ("floor", "dsh"):
+        [moments] = result.timelines[system]
+        assert len(moments) == len(makespan.TIMELINE_MARKS)
+        # In order: no body wakes before one slept, the batch ends after the last wake.
+        assert list(moments) == sorted(moments)
+    assert "Timeline of the uniform batch at N=3" in makespan.report(result, [1, 3], [10])
     for shape, n in (("uniform", 1), ("uniform", 3), ("mixed", 10)):
         for system in ("floor", "dsh"):
             stats = result.stats(shape, system, n)
