@@ -266,6 +266,15 @@ class Fire(enum.Enum):
     def cancels(self) -> bool:
         return self is not Fire.ABORT
 
+    async def once_parked(self, abort: Abort, caller: trio.CancelScope, gates: Gates) -> None:
+        """Wait until every task is blocked, fire, then let shielded bodies go on."""
+        await wait_blocked()
+        if self.aborts:
+            abort.abort("test")
+        if self.cancels:
+            caller.cancel()
+        gates.release("shield")
+
 
 class Route(enum.Enum):
     SHARED = "shared"
@@ -335,12 +344,7 @@ class Harness:
         with trio.CancelScope() as caller:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(go)
-                await wait_blocked()
-                if fire.aborts:
-                    abort.abort("test")
-                if fire.cancels:
-                    caller.cancel()
-                self.gates.release("shield")
+                await fire.once_parked(abort, caller, self.gates)
         results: dict[str, ToolResult] = {}
         synthetic: dict[str, ToolResult] = {}
         for event in sink.events:
@@ -387,12 +391,7 @@ class Harness:
         with trio.CancelScope() as caller:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(go)
-                await wait_blocked()
-                if fire.aborts:
-                    abort.abort("test")
-                if fire.cancels:
-                    caller.cancel()
-                self.gates.release("shield")
+                await fire.once_parked(abort, caller, self.gates)
         return Seen(
             results=dict(self.observed),
             synthetic={},
@@ -1236,21 +1235,11 @@ async def lowlevel_outcome(behaviour: str, fire: Fire, *, shared: bool) -> ToolR
             with abort.move_on_abort():
                 async with trio.open_nursery() as nursery:
                     nursery.start_soon(task, stage)
-                    await wait_blocked()
-                    if fire.aborts:
-                        abort.abort("test")
-                    if fire.cancels:
-                        caller.cancel()
-                    gates.release("shield")
+                    await fire.once_parked(abort, caller, gates)
         else:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(task, lowlevel.dispatch(step))
-                await wait_blocked()
-                if fire.aborts:
-                    abort.abort("test")
-                if fire.cancels:
-                    caller.cancel()
-                gates.release("shield")
+                await fire.once_parked(abort, caller, gates)
     [outcome] = box
     execution = step.execution
     if isinstance(outcome, BaseException):
