@@ -486,6 +486,11 @@ def test_j028_int_above_the_digit_limit_is_rejected() -> None:
     assert str(info.value) == "not lossless JSON: integer too large at $"
     ordinary = 10**100
     assert freeze_json(ordinary) is ordinary
+    # Past the always-fine size but well within the limit: accepted without formatting it,
+    # alone and as a flat object's value (the arguments' fast path).
+    large = 10**1000
+    assert freeze_json(large) is large
+    assert freeze_json({"n": large}) == {"n": large}
 
 
 def test_j028_digit_limit_boundary_and_zero_means_no_limit() -> None:
