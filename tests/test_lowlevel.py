@@ -126,6 +126,22 @@ async def test_stage_contract_dispatch_after_finish() -> None:
     assert runs == []
 
 
+async def test_stage_contract_finalize_twice() -> None:
+    """§13: finalizing the same state twice is out of order; the first result stands."""
+    runtime = ToolRuntime()
+    runtime.register(raw_tool())
+    execution = lowlevel.create(runtime, tool_call())
+    ready = await lowlevel.prepare(execution)
+    assert isinstance(ready, ReadyToDispatch)
+    step = await lowlevel.dispatch(ready)
+    assert isinstance(step, lowlevel.NeedsFinalize)
+    first = await lowlevel.finalize(step)
+    with pytest.raises(RuntimeError) as info:
+        await lowlevel.finalize(step)
+    assert str(info.value) == "execution is not ready for finalize"
+    assert not first.is_error
+
+
 async def test_stage_contract_finish_twice() -> None:
     """§13: a second ``finish`` raises ``RuntimeError("execution already finished")``."""
     runtime = ToolRuntime()

@@ -14,7 +14,7 @@ __all__ = ["BatchOutcome", "CommittedCall"]
 
 
 @final
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, init=False)
 class CommittedCall:
     """One call's committed result, as the batch iterator and the outcome report it.
 
@@ -31,6 +31,28 @@ class CommittedCall:
     result: ToolResult
     synthetic: bool
     mode: ExecutionMode | None
+
+    def __init__(
+        self,
+        *,
+        index: int,
+        call: ModelToolCall,
+        result: ToolResult,
+        synthetic: bool,
+        mode: ExecutionMode | None,
+    ) -> None:
+        # By hand, with the slots' own setters: one is built per committed call, and
+        # attrs' frozen __init__ goes through object.__setattr__ for every field.
+        _SET_INDEX(self, index)
+        _SET_CALL(self, call)
+        _SET_RESULT(self, result)
+        _SET_SYNTHETIC(self, synthetic)
+        _SET_MODE(self, mode)
+
+
+_SET_INDEX, _SET_CALL, _SET_RESULT, _SET_SYNTHETIC, _SET_MODE = (
+    vars(CommittedCall)[name].__set__ for name in ("index", "call", "result", "synthetic", "mode")
+)
 
 
 @final

@@ -138,7 +138,8 @@ async def prepare(execution: ToolExecution) -> ReadyToDispatch | NeedsFinalize |
     :class:`ReadyToDispatch` otherwise. ``trio.Cancelled`` propagates.
     """
     state = execution._state
-    _require(state, Stage.CREATED, "prepare")
+    if state.stage != Stage.CREATED:
+        raise RuntimeError("execution is not ready for prepare")
     state.stage = Stage.PREPARING
     # The caller's own cancellation is noticed before check A (runtime.md §7.2 step 1).
     await trio.lowlevel.checkpoint_if_cancelled()
@@ -301,11 +302,11 @@ def dispatch_in_abort_scope(
     that was opened directly inside ``step.execution.abort.move_on_abort()``, and do not
     checkpoint in that task after it returns. Stage 2 starts when the coroutine runs, and
     reads the wrapper list then: if a wrapper was registered in between, it dispatches
-    nothing and returns ``step`` itself, to be run with :func:`dispatch` outside that
-    scope. When the ``Abort``'s ``Cancelled`` ends the body, the coroutine absorbs it on
-    behalf of the shared scope and returns the ``ABORTED`` result, as :func:`dispatch`
-    would; every other outcome (checks D1, D2, E, F, errors, the caller's cancellation
-    propagating) is :func:`dispatch`'s too.
+    nothing and returns a ``ReadyToDispatch`` for the same execution, to be run with
+    :func:`dispatch` outside that scope. When the ``Abort``'s ``Cancelled`` ends the body,
+    the coroutine absorbs it on behalf of the shared scope and returns the ``ABORTED``
+    result, as :func:`dispatch` would; every other outcome (checks D1, D2, E, F, errors,
+    the caller's cancellation propagating) is :func:`dispatch`'s too.
 
     Example (``keep`` awaits a stage and stores what it returns):
         >>> async def run_all(steps, abort):  # doctest: +SKIP
@@ -333,29 +334,34 @@ def dispatch_in_abort_scope(
     if state.runtime._registry.hooks("execute", execution.scope):
         return None
     state.stage = Stage.DISPATCHING
-    return _dispatch_shared(step, state, execution)
+    return _dispatch_shared(state, execution)
 
 
 async def _dispatch_shared(
-    step: ReadyToDispatch, state: ExecState, execution: ToolExecution
+    state: ExecState, execution: ToolExecution
 ) -> NeedsFinalize | NeedsFinish | ReadyToDispatch:
     """:func:`dispatch` with no wrapper and without the per-call scope, in one frame.
 
     The task's nursery scope is linked to the Abort, so a ``Cancelled`` out of the body
     while the Abort has fired is that scope's.
     """
-    if state.runtime._registry.hooks("execute", execution.scope):
+    registry = state.runtime._registry
+    scope = execution.scope
+    if registry.hooks("execute", scope):
         # Stage 2 starts now, and a wrapper was registered since the driver chose this
         # path: hand the call back, still ready, for dispatch() outside the shared scope.
         state.stage = Stage.READY
-        return step
+        return ReadyToDispatch(execution)
     abort = execution.abort
     try:
-        target = _body_target(state, execution)
-        if type(target) is ToolResult:
-            result = target
+        # _body_target(), inlined: check D1, then the live definition.
+        defn: Any = None if abort._aborted else registry.resolve(execution.name, scope)
+        if defn is None:
+            if _fired(abort):
+                result = aborted_result(False)
+            else:
+                result = error_result(ToolNotFoundError(execution.name))
         else:
-            defn: Any = target
             # Check D2. The shared scope is cancelled only by the Abort, which check D1 just
             # saw unfired with no checkpoint since: only an enclosing scope can raise here.
             await trio.lowlevel.checkpoint_if_cancelled()
@@ -387,7 +393,9 @@ async def _dispatch_shared(
         return _needs_finish(state, execution, error_result(exc))
     finally:
         state.ctx_active = False
-    return _dispatched(state, execution, result)
+    if state.deferred or _fired(abort):
+        result = _dispatch_tail(state, execution, result)
+    return _needs_finalize(state, execution, result)
 
 
 async def _run_wrappers(hooks: tuple[Any, ...], i: int, execution: ToolExecution) -> ToolResult:
@@ -709,10 +717,13 @@ async def finalize(step: NeedsFinalize) -> ToolResult:
         raise TypeError(f"finalize() expects a NeedsFinalize, got {type(step).__name__}")
     execution = step.execution
     state = execution._state
-    _require(state, Stage.NEEDS_FINALIZE, "finalize")
+    if state.stage != Stage.NEEDS_FINALIZE:
+        raise RuntimeError("execution is not ready for finalize")
     state.stage = Stage.FINALIZING
     result = step.result
-    hooks = state.runtime._registry.hooks("post", execution.scope)
+    registry = state.runtime._registry
+    scope = execution.scope
+    hooks = registry.global_owner.fns["post"] if scope is None else registry.hooks("post", scope)
     if hooks:
         try:
             decision = await _run_post(hooks, 0, execution, result)

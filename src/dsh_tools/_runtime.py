@@ -167,7 +167,10 @@ class ToolRuntime:
         """
         if type(call) is not ToolCall:
             raise TypeError(f"execution_mode() expects a ToolCall, got {type(call).__name__}")
-        defn = self._registry.resolve(call.name, _check_scope(self, call.scope))
+        scope = call.scope
+        defn = self._registry.resolve(
+            call.name, None if scope is None else _check_scope(self, scope)
+        )
         return classify(defn, call.arguments)
 
     #: Run one call through the whole pipeline (defined with the stages it drives).
