@@ -354,7 +354,7 @@ async def _dispatch_shared(
         return ReadyToDispatch(execution)
     abort = execution.abort
     try:
-        # _body_target(), inlined: check D1, then the live definition.
+        # Check D1, then the live definition (as _run_body does).
         defn: Any = None if abort._aborted else registry.resolve(execution.name, scope)
         if defn is None:
             if _fired(abort):
@@ -424,19 +424,6 @@ async def _base(execution: ToolExecution) -> ToolResult:
     return result
 
 
-def _body_target(state: ExecState, execution: ToolExecution) -> ToolDefinition | ToolResult:
-    """Stage 2 before the body: check D1, then the live definition (runtime.md §7.4 1–2).
-
-    Returns the definition to run, or the result that replaces the body.
-    """
-    if execution.abort._aborted:  # check D1
-        return aborted_result(False)
-    defn = state.runtime._registry.resolve(execution.name, execution.scope)
-    if defn is None:
-        return error_result(ToolNotFoundError(execution.name))
-    return defn
-
-
 def _body_outcome(
     state: ExecState, execution: ToolExecution, defn: ToolDefinition, value: object
 ) -> ToolResult:
@@ -453,11 +440,12 @@ def _body_outcome(
 async def _run_body(execution: ToolExecution) -> ToolResult:
     """Checks D1 and D2, the body in its per-call cancel scope, then check E."""
     state = execution._state
-    target = _body_target(state, execution)
-    if type(target) is ToolResult:
-        return target
-    defn: Any = target
     abort = execution.abort
+    if abort._aborted:  # check D1
+        return aborted_result(False)
+    defn = state.runtime._registry.resolve(execution.name, execution.scope)
+    if defn is None:
+        return error_result(ToolNotFoundError(execution.name))
     value = _NO_VALUE
     # The per-call cancel scope, linked to the Abort: what Abort.move_on_abort() does,
     # inlined because this is the hot path. No checkpoint since check D1, so the Abort cannot
