@@ -11,13 +11,29 @@ from dsh_tools import freeze_json
 from dsh_tools._schema_validate import CompiledSchema
 from tests.strategies import json_values, near_values, schemas, valid_values
 
-_QUICK_SCHEMAS: st.SearchStrategy[dict[str, Any]] = st.one_of(
+_TYPES = ("string", "boolean", "null", "integer", "number", "object", "array")
+_LEAF_SCHEMAS: st.SearchStrategy[dict[str, Any]] = st.one_of(
     st.just({}),
     st.just({"description": "anything"}),
-    st.sampled_from(["string", "boolean", "null", "integer", "number", "object", "array"]).map(
-        lambda t: {"type": t, "title": "t"}
-    ),
+    st.sampled_from(_TYPES).map(lambda t: {"type": t, "title": "t"}),
 )
+
+
+@st.composite
+def _flat_object_schemas(draw: st.DrawFn) -> dict[str, Any]:
+    """Objects whose properties are leaf schemas: what ``@tool`` makes of scalar parameters."""
+    properties = draw(st.dictionaries(st.sampled_from("abcd"), _LEAF_SCHEMAS, max_size=4))
+    schema: dict[str, Any] = {"type": "object", "properties": properties}
+    required = draw(st.lists(st.sampled_from("abcde"), unique=True, max_size=3))
+    if required:
+        schema["required"] = required
+    additional = draw(st.sampled_from([None, True, False]))
+    if additional is not None:
+        schema["additionalProperties"] = additional
+    return schema
+
+
+_QUICK_SCHEMAS: st.SearchStrategy[dict[str, Any]] = st.one_of(_LEAF_SCHEMAS, _flat_object_schemas())
 
 
 @settings(max_examples=300)
@@ -49,3 +65,80 @@ def test_quick_types_accept_exactly_their_type() -> None:
         compiled = CompiledSchema({"type": type_name})
         assert compiled.validate_frozen(good) == [], type_name
         assert compiled.validate_frozen(bad, "v") == compiled.validate(bad, "v") != [], type_name
+
+
+@settings(max_examples=400)
+@given(st.data())
+def test_the_flat_object_acceptor_decides_what_the_walk_decides(data: st.DataObject) -> None:
+    """It never accepts an invalid value, and rejects a valid one only for an integral
+    float under "integer" (valid, but left to the full walk)."""
+    schema = data.draw(_flat_object_schemas(), label="schema")
+    value = data.draw(
+        st.one_of(valid_values(schema), near_values(schema), json_values()), label="value"
+    )
+    try:
+        frozen = freeze_json(value)
+    except TypeError:
+        return
+    compiled = CompiledSchema(schema)
+    quick = compiled._quick
+    assert quick is not None
+    valid = compiled.validate(frozen) == []
+    integral_float = isinstance(frozen, dict) and any(
+        type(frozen.get(name)) is float and sub.get("type") == "integer"
+        for name, sub in schema["properties"].items()
+    )
+    assert quick(frozen) == (valid and not integral_float)
+
+
+def test_the_acceptor_takes_flat_objects_only() -> None:
+    leaf = {"type": "string"}
+    taken = [
+        {"type": "object"},
+        {"type": "object", "properties": {"a": leaf, "b": {}}, "required": ["a"]},
+        {"type": "object", "properties": {"a": leaf}, "additionalProperties": False},
+    ]
+    for schema in taken:
+        assert CompiledSchema(schema)._quick is not None, schema
+    left_to_the_walk = [
+        {"type": "object", "properties": {"a": {"type": "object", "properties": {}}}},
+        {"type": "object", "properties": {"a": {"enum": ["x"]}}},
+        {"type": "object", "properties": {"a": {"type": "array", "items": leaf}}},
+        {"type": "object", "properties": {"a": {"oneOf": [leaf, {"type": "null"}]}}},
+    ]
+    for schema in left_to_the_walk:
+        assert CompiledSchema(schema)._quick is None, schema
+
+
+def test_the_acceptor_never_takes_an_unfrozen_object() -> None:
+    compiled = CompiledSchema({"type": "object", "properties": {"a": {"type": "string"}}})
+    assert compiled._quick is not None
+    assert not compiled._quick({"a": "x"})
+    assert compiled.validate_frozen({"a": 1}, "") == ['"a" must be a string']
+
+
+def test_the_flat_object_acceptor_on_chosen_values() -> None:
+    schema = {
+        "type": "object",
+        "properties": {"n": {"type": "integer"}, "x": {"type": "number"}, "s": {"type": "string"}},
+        "required": ["n"],
+        "additionalProperties": False,
+    }
+    compiled = CompiledSchema(schema)
+    quick = compiled._quick
+    assert quick is not None
+    accepted = [{"n": 1}, {"n": 1, "x": 2.5, "s": ""}, {"n": 10**30, "x": 3}]
+    for value in accepted:
+        assert quick(freeze_json(value)), value
+    rejected = [
+        {"n": 2.5},  # invalid
+        {"n": True},  # invalid: a bool is not an integer
+        {"n": 1, "x": False},  # invalid
+        {"n": 1, "s": None},  # invalid
+        {"x": 1},  # invalid: "n" is missing
+        {"n": 1, "extra": 1},  # invalid: undeclared
+        {"n": 2.0},  # valid, decided by the full walk
+    ]
+    for value in rejected:
+        assert not quick(freeze_json(value)), value
+    assert compiled.validate_frozen(freeze_json({"n": 2.0})) == []

@@ -606,6 +606,48 @@ async def test_arguments_are_structured_into_their_annotations() -> None:
     assert seen["maybe"] == Server("h")
 
 
+async def test_values_of_exactly_the_annotated_scalar_type_skip_the_converter(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """str, int, float and bool values of exactly that type are passed on as they are, and
+    a scalar return value is rendered as it is: the converter would return them unchanged.
+    Any other value still goes through it."""
+    from dsh_tools import _convert, _tool_decorator
+
+    structured: list[object] = []
+    unstructured: list[object] = []
+    real = _convert.converter
+
+    class Spy:
+        def structure(self, value: Any, annotation: Any) -> Any:
+            structured.append(value)
+            return real.structure(value, annotation)
+
+        def unstructure(self, value: Any) -> Any:
+            unstructured.append(value)
+            return real.unstructure(value)
+
+    monkeypatch.setattr(_tool_decorator, "converter", Spy())
+    seen: list[object] = []
+
+    @tool
+    async def f(s: str, n: int, x: float, b: bool, m: int = 0, y: float = 0.0) -> object:
+        """F."""
+        seen.extend([s, n, x, b, m, y])
+        return {"n": n} if b else n
+
+    result = await execute(f, {"s": "a", "n": 10**30, "x": 1.5, "b": False, "m": 2.0, "y": 3})
+    assert not result.is_error, result
+    assert seen == ["a", 10**30, 1.5, False, 2, 3.0]
+    assert [type(v) for v in seen] == [str, int, float, bool, int, float]
+    assert structured == [2.0, 3]  # only the values of another type
+    assert unstructured == []  # an int is returned as it is
+    assert result.content == (TextContent(str(10**30)),)
+    result = await execute(f, {"s": "a", "n": 1, "x": 1.5, "b": True})
+    assert not result.is_error, result
+    assert unstructured == [{"n": 1}]
+
+
 async def test_missing_optional_parameters_use_python_defaults() -> None:
     seen: list[object] = []
 

@@ -161,7 +161,7 @@ def build_validating_tool(
 
 def _validating_execute(validator: CompiledSchema, execute: Execute) -> Execute:
     async def validated(arguments: FrozenDict, ctx: ToolRunContext) -> object:
-        violations = validator.validate(arguments, "")
+        violations = validator.validate_frozen(arguments, "")
         if violations:
             raise ToolArgsError(violations)
         return await execute(arguments, ctx)

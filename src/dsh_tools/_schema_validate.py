@@ -292,9 +292,10 @@ class CompiledSchema:
     def validate_frozen(self, value: JsonValue, path: str = "") -> list[str]:
         """:meth:`validate` for a value that ``freeze_json`` returned (the per-call path).
 
-        The commonest schemas (no constraint, or a bare ``type``) decide a frozen value with
-        one type test; anything else, and every invalid value, takes the full walk, so the
-        violations are always the full walk's.
+        The commonest schemas (no constraint, a bare ``type``, or a flat object such as
+        ``@tool`` derives from scalar parameters) accept a valid frozen value with type tests
+        alone; anything else, and every invalid value, takes the full walk, so the violations
+        are always the full walk's.
         """
         quick = self._quick
         if quick is not None and quick(value):
@@ -336,17 +337,75 @@ _QUICK_TYPES: Final[dict[str, Any]] = {
 }
 
 
+# The exact types a frozen value of a bare ``type`` schema may have: a property of a flat
+# object is accepted with one type test. An integral float for "integer" is valid but left to
+# the full walk (an acceptor may reject valid values: the full walk then decides).
+_FLAT_TYPES: Final[dict[str, frozenset[type]]] = {
+    "string": frozenset((str,)),
+    "boolean": frozenset((bool,)),
+    "null": frozenset((type(None),)),
+    "integer": frozenset((int,)),
+    "number": frozenset((int, float)),
+    "object": frozenset((FrozenDict,)),
+    "array": frozenset((tuple,)),
+}
+_OBJECT_CONSTRAINTS: Final = frozenset(("type", "properties", "required", "additionalProperties"))
+_ANY_TYPE: Final[Any] = None  # a property schema with no constraint: every frozen value
+_UNDECLARED: Final[Any] = object()
+
+
+def _constraints(schema: dict[str, Any]) -> list[str]:
+    return [key for key in schema if key not in _ANNOTATIONS]
+
+
 def _quick_predicate(schema: object) -> Any:
-    """A one-test acceptor of frozen values for a schema with no constraint or only
-    ``type``; ``None`` for any other schema."""
+    """A fast acceptor of frozen values, or ``None`` when the schema has none.
+
+    Schemas with no constraint or only ``type`` are decided with one test; a flat object
+    (``properties`` whose schemas are of that kind, ``required``, ``additionalProperties``)
+    with one pass over its keys. An acceptor never accepts an invalid value; it may reject
+    a valid one, which the full walk then accepts (the caller always falls back to it).
+    """
     if not isinstance(schema, dict):
         return None
-    constraints = [key for key in schema if key not in _ANNOTATIONS]
+    constraints = _constraints(schema)
     if not constraints:
         return lambda v: True  # a frozen value is lossless JSON, all that {} asks
     if constraints == ["type"]:
         return _QUICK_TYPES.get(schema["type"])
+    if schema.get("type") == "object" and _OBJECT_CONSTRAINTS.issuperset(constraints):
+        return _quick_flat_object(schema)
     return None
+
+
+def _quick_flat_object(schema: dict[str, Any]) -> Any:
+    declared: dict[str, frozenset[type] | None] = {}
+    for name, sub in schema.get("properties", {}).items():
+        if not isinstance(sub, dict):
+            return None
+        sub_constraints = _constraints(sub)
+        if not sub_constraints:
+            declared[name] = _ANY_TYPE
+        elif sub_constraints == ["type"] and sub["type"] in _FLAT_TYPES:
+            declared[name] = _FLAT_TYPES[sub["type"]]
+        else:
+            return None
+    required = frozenset(schema.get("required", ()))
+    closed = schema.get("additionalProperties") is False
+
+    def quick(v: object) -> bool:
+        if type(v) is not FrozenDict or not v.keys() >= required:
+            return False
+        for key, x in v.items():
+            types = declared.get(key, _UNDECLARED)
+            if types is _UNDECLARED:
+                if closed:
+                    return False
+            elif types is not None and type(x) not in types:
+                return False
+        return True
+
+    return quick
 
 
 # Compiled frozen schemas, keyed by identity. A FrozenDict is immutable all the way down, so

@@ -33,6 +33,11 @@ PresentationMeta = Callable[[Any, Any], Any]
 _PASSTHROUGH: Final = (object, type(None))
 converter.register_structure_hook_func(lambda t: t in _PASSTHROUGH, lambda value, _: value)
 
+# Types whose structure and unstructure hooks return a value of exactly that type unchanged:
+# the strict str/bool hooks (``_convert``), cattrs' int/float (``int(v)``, ``float(v)``) and
+# identity unstructuring. ``_body`` skips the converter for them.
+_EXACT: Final = frozenset((str, int, float, bool))
+
 
 @overload
 def tool(fn: AsyncFunction, /) -> ToolDefinition: ...
@@ -149,7 +154,7 @@ class _Options:
 class _Param:
     """How one parameter of the function is filled from the validated arguments."""
 
-    __slots__ = ("annotation", "default", "is_context", "name", "positional")
+    __slots__ = ("annotation", "default", "exact", "is_context", "name", "positional")
 
     def __init__(
         self, name: str, annotation: Any, default: Any, *, positional: bool, is_context: bool
@@ -159,6 +164,9 @@ class _Param:
         self.default = default
         self.positional = positional
         self.is_context = is_context
+        #: A value of exactly this type is taken as it is: structuring would return it
+        #: unchanged (the converter's hooks for these types return an exact-type value itself).
+        self.exact: type | None = annotation if annotation in _EXACT else None
 
 
 _PARAGRAPH_BREAK: Final = re.compile(r"\n\s*\n")
@@ -304,12 +312,14 @@ def _body(
             if param.is_context:
                 value = ctx
             elif param.name in arguments:
-                try:
-                    value = _structure(arguments[param.name], param.annotation)
-                except Exception as exc:
-                    message = _structure_message(exc)
-                    problems.append(f'"{param.name}" could not be structured: {message}')
-                    continue
+                value = arguments[param.name]
+                if type(value) is not param.exact:
+                    try:
+                        value = _structure(value, param.annotation)
+                    except Exception as exc:
+                        message = _structure_message(exc)
+                        problems.append(f'"{param.name}" could not be structured: {message}')
+                        continue
             elif param.positional:
                 value = param.default  # a later positional argument may still follow
             else:
@@ -320,6 +330,9 @@ def _body(
                 keywords[param.name] = value
         if problems:
             raise ToolArgsError(problems)
-        return converter.unstructure(await fn(*positional, **keywords))
+        result = await fn(*positional, **keywords)
+        if type(result) in _EXACT:
+            return result  # what the converter would return for it
+        return converter.unstructure(result)
 
     return execute
