@@ -10,6 +10,7 @@ autojump clock and assert exact virtual times.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import attrs
@@ -41,7 +42,7 @@ from dsh_tools import (
     ToolRuntime,
 )
 from dsh_tools.policies import install_timeout_policy
-from tests.helpers import make_echo
+from tests.helpers import error_text, make_echo
 from tests.pipeline_helpers import (
     ARGS_NOT_LOSSLESS,
     aborted,
@@ -350,6 +351,53 @@ async def test_c010_body_turns_the_cancellation_into_its_own_error() -> None:
     expected = failure("tool failed", ErrorInfo("HarnessError", "TOOL_FAILURE"))
     assert result == expected
     assert stages.post_inputs == [expected]
+
+
+@pytest.mark.parametrize("hooks", ["none", "post", "post and wrapper"])
+async def test_c010_a_body_nursery_failing_as_the_abort_cancels_it_is_the_bodys_error(
+    hooks: str,
+) -> None:
+    """C-010, decision 20: the body's own nursery raises the Abort's ``Cancelled`` together
+    with a child's error. The per-call scope takes its ``Cancelled``; the rest of the group
+    is the body's error, handled like any body error: a wrapper receives it as a result,
+    post-execute runs on it and the deferred context is kept."""
+    stages = Stages()
+    deferred = message("d")
+    wrapper_saw: list[ToolResult] = []
+
+    async def child(task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        try:
+            task_status.started()
+            await trio.sleep_forever()
+        except trio.Cancelled:
+            raise HarnessError("cleanup failed", "TOOL_FAILURE") from None
+
+    async def body(args: JsonValue, ctx: ToolRunContext) -> object:
+        ctx.defer_context(deferred)
+        async with trio.open_nursery() as nursery:
+            await nursery.start(child)
+            await trio.sleep(math.inf)  # typed to return, unlike sleep_forever()
+        raise AssertionError("unreachable: the nursery raises")
+
+    runtime = ToolRuntime()
+    runtime.register(raw_tool(execute=body))
+    if hooks != "none":
+        runtime.on_post_execute(stages.post)
+    if hooks == "post and wrapper":
+
+        async def wrap(execution: ToolExecution, call_next: CallNext[ToolResult]) -> ToolResult:
+            result = await call_next()
+            wrapper_saw.append(result)
+            return result
+
+        runtime.wrap_execute(wrap)
+    result = await execute_and_abort_when_blocked(runtime, tool_call())
+    assert result.is_error
+    assert result.additional_contexts == (deferred,)
+    assert error_text(result).startswith("Error: Exceptions from Trio nursery")
+    assert stages.post_inputs == ([] if hooks == "none" else [result])
+    # The deferred context joins after the wrapper chain (runtime.md §7.4).
+    assert [r.error for r in wrapper_saw] == ([result.error] if hooks == "post and wrapper" else [])
 
 
 async def test_c011_post_hook_raises_after_the_abort() -> None:

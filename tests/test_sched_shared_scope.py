@@ -425,9 +425,9 @@ def expected(behaviour: str, fire: Fire, index: int) -> ToolResult:
             contexts,
         )
     if behaviour == GROUP_WITH_ERROR and fire is Fire.ABORT:
-        # The per-call scope strips its Cancelled and leaves the ValueError's group: an
-        # error escaping stage 2 is final (NeedsFinish), so the deferred context is dropped.
-        return failure("Exceptions from Trio nursery (1 sub-exception)")
+        # The per-call scope strips its Cancelled and leaves the ValueError's group: the
+        # body's error, kept with the deferred context like any other (decision 20).
+        return failure("Exceptions from Trio nursery (1 sub-exception)", None, contexts)
     # Everything else that was running is cancelled: by the Abort (C-012, C-014, C-019) or
     # natively (C-021), ABORTED since the body started, with the deferred context.
     return aborted(contexts)
@@ -592,7 +592,7 @@ async def test_abort_mid_body_gives_the_per_call_result(behaviour: str, fire: Fi
         "c1": expected(behaviour, fire, 1),
         "c2": expected(behaviour, fire, 2),
     }
-    keeps_going = fire is Fire.ABORT and behaviour != GROUP_WITH_ERROR
+    keeps_going = fire is Fire.ABORT
     # Post-execute sees the result after checks E and F; none runs after a Cancelled.
     assert shared.post == (shared.results if keeps_going else {})
     assert shared.raised == ((trio.Cancelled,) if fire.cancels else ())  # bare (S-020)
@@ -703,8 +703,11 @@ async def test_decision_19_a_grouped_body_error_is_kept_when_the_caller_is_cance
     Either way one bare ``Cancelled`` leaves the batch and no post hook runs."""
     shared, _ = await observe_route(Route.SHARED, GROUP_WITH_ERROR, Fire.ABORT_AND_CANCEL)
     per_call, _ = await observe_route(Route.PER_CALL, GROUP_WITH_ERROR, Fire.ABORT_AND_CANCEL)
-    # Final at stage 2 (NeedsFinish), so the deferred context goes, as with the Abort alone.
-    assert shared.results == {"c1": failure(_NURSERY_ERROR), "c2": failure(_NURSERY_ERROR)}
+    # The body's error with its deferred context, as with the Abort alone (decision 20).
+    assert shared.results == {
+        "c1": failure(_NURSERY_ERROR, None, (context_of("c1"),)),
+        "c2": failure(_NURSERY_ERROR, None, (context_of("c2"),)),
+    }
     assert per_call.results == {
         "c1": aborted((context_of("c1"),)),
         "c2": aborted((context_of("c2"),)),
@@ -721,7 +724,9 @@ async def test_decision_19_a_sub_batch_sharing_the_abort_keeps_a_grouped_body_er
     shared, shared_leaves = await _nested_run(GROUP_WITH_ERROR, force_per_call=False)
     per_call, per_call_leaves = await _nested_run(GROUP_WITH_ERROR, force_per_call=True)
     leaves = ("c1.1", "c1.2", "c2.1", "c2.2")
-    assert shared_leaves == {leaf: failure(_NURSERY_ERROR) for leaf in leaves}
+    assert shared_leaves == {
+        leaf: failure(_NURSERY_ERROR, None, (context_of(leaf),)) for leaf in leaves
+    }
     assert per_call_leaves == {leaf: aborted((context_of(leaf),)) for leaf in leaves}
     assert shared == per_call
     assert shared.results == {"c1": aborted(), "c2": aborted()}

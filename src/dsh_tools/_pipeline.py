@@ -382,11 +382,15 @@ async def _dispatch_shared(
                 if not _fired(abort):
                     raise
                 # A body's own nursery: strip the Abort's Cancelled as a scope's exit would;
-                # what remains is what dispatch() makes a final result.
+                # what remains is the body's error (decision 20), or propagates if it is
+                # not an Exception.
                 rest = group.split(trio.Cancelled)[1]
-                if rest is not None:
+                if rest is None:
+                    result = aborted_result(True)
+                elif isinstance(rest, Exception):
+                    result = error_result(rest)
+                else:
                     raise rest from None
-                result = aborted_result(True)
             else:
                 result = _body_outcome(state, execution, defn, value)
     except Exception as exc:
@@ -464,6 +468,10 @@ async def _run_body(execution: ToolExecution) -> ToolResult:
             except Exception as exc:
                 # Kept even when the abort caused it: any error beats cancellation.
                 return error_result(exc)
+    except Exception as exc:
+        # The body's own nursery raised the Abort's Cancelled with errors, and the scope
+        # took the Cancelled out of the group: the rest is the body's error (decision 20).
+        return error_result(exc)
     finally:
         scopes.pop(cancel_scope, None)
     if value is _NO_VALUE:
@@ -635,9 +643,9 @@ async def execute(runtime: ToolRuntime, call: ToolCall) -> ToolResult:
                                 except Exception as exc:
                                     outcome = error_result(exc)
                         except Exception as exc:
-                            # The rest of a group once the scope took its Cancelled: what
-                            # dispatch() makes a final result (NeedsFinish).
-                            final = error_result(exc)
+                            # The rest of a group once the scope took its Cancelled: the
+                            # body's error, as in _run_body (decision 20).
+                            outcome = error_result(exc)
                         finally:
                             scopes.pop(cancel_scope, None)
                     if final is None:
