@@ -21,6 +21,7 @@ the two paths differ by design (docs/decisions.md 19) has tests of its own.
 from __future__ import annotations
 
 import enum
+import math
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from functools import partial
 from typing import Any
@@ -1269,6 +1270,62 @@ async def test_c031_the_shared_stage_records_what_dispatch_records(
     per_call = await lowlevel_outcome(behaviour, fire, shared=False)
     assert shared == per_call
     assert shared == expected(behaviour, fire, 1)
+
+
+class _Halt(BaseException):
+    """A non-``Exception`` error, like ``KeyboardInterrupt`` but inert to trio."""
+
+
+@pytest.mark.parametrize("shared", [True, False], ids=["shared", "per-call"])
+async def test_decision_20_a_grouped_base_exception_still_propagates(shared: bool) -> None:
+    """§8.4 / decision 20: when the body's nursery raises the Abort's ``Cancelled`` with a
+    non-``Exception`` error, the ``Cancelled`` is taken out and the rest propagates from
+    the stage (no result): only an ``Exception`` rest becomes the body's error."""
+
+    async def child(task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        try:
+            task_status.started()
+            await trio.sleep_forever()
+        except trio.Cancelled:
+            raise _Halt from None
+
+    async def body(args: JsonValue, ctx: ToolRunContext) -> object:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(child)
+            await trio.sleep(math.inf)
+        raise AssertionError("unreachable: the nursery raises")
+
+    runtime = ToolRuntime()
+    runtime.register(
+        ToolDefinition(name="t1", description="d", parameters={}, output=output(), execute=body)
+    )
+    abort = Abort()
+    step = await ready(runtime, abort=abort)
+    escaped: list[BaseException] = []
+
+    async def task(stage: Stage) -> None:
+        try:
+            await stage
+        except BaseException as exc:
+            escaped.append(exc)
+
+    if shared:
+        stage = lowlevel.dispatch_in_abort_scope(step)
+        assert stage is not None
+        with abort.move_on_abort():
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(task, stage)
+                await trio.testing.wait_all_tasks_blocked()
+                abort.abort("test")
+    else:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(task, lowlevel.dispatch(step))
+            await trio.testing.wait_all_tasks_blocked()
+            abort.abort("test")
+    [exc] = escaped
+    assert isinstance(exc, BaseExceptionGroup)
+    assert not isinstance(exc, Exception)
+    assert exc.split(_Halt)[1] is None  # nothing but the _Halt is left
 
 
 async def test_c021_the_callers_cancellation_escapes_the_shared_stage() -> None:
