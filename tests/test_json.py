@@ -416,6 +416,39 @@ def test_j029_equal_frozen_dicts_hash_equal_whatever_the_key_order() -> None:
     assert len({first, second}) == 1
 
 
+def _deep(depth: int, *, through_lists: bool, reverse_keys: bool) -> dict[str, Any]:
+    value: Any = 0
+    for i in range(depth):
+        child = [value, i] if through_lists else value
+        items = [("n", i), ("child", child)]
+        value = dict(reversed(items) if reverse_keys else items)
+    return value  # type: ignore[no-any-return]
+
+
+@pytest.mark.parametrize("through_lists", [False, True], ids=["objects", "objects-in-arrays"])
+def test_j029_a_deeply_nested_frozen_dict_hashes_without_recursion(through_lists: bool) -> None:
+    """J-029 at depth 5000 (freezing and validation are iterative; hashing is too): equal
+    values hash equal whatever their key order, with no RecursionError."""
+    first = freeze_json(_deep(5000, through_lists=through_lists, reverse_keys=False))
+    second = freeze_json(_deep(5000, through_lists=through_lists, reverse_keys=True))
+    assert hash(first) == hash(second)
+    assert hash(first) == hash(first)  # cached
+    different = freeze_json(_deep(4999, through_lists=through_lists, reverse_keys=False))
+    assert hash(different) != hash(first)
+
+
+def test_j029_shared_containers_are_hashed_once() -> None:
+    """A FrozenDict may hold the same frozen container under several keys: hashing walks
+    each container once (60 levels of two references each are 2**60 paths)."""
+    shared = FrozenDict({"leaf": 1})
+    for _ in range(60):
+        shared = FrozenDict({"a": shared, "b": shared, "c": (shared,)})
+    twin = FrozenDict({"leaf": 1})
+    for _ in range(60):
+        twin = FrozenDict({"c": (twin,), "b": twin, "a": twin})
+    assert hash(shared) == hash(twin)
+
+
 @pytest.mark.parametrize(
     "clone",
     [

@@ -143,6 +143,7 @@ class FrozenDict(dict[str, Any]):
     def __hash__(self) -> int:  # type: ignore[override]
         h = self._hash
         if h is None:
+            _cache_nested_hashes(self)
             h = self._hash = hash(frozenset(self.items()))
         return h
 
@@ -164,6 +165,34 @@ class FrozenDict(dict[str, Any]):
         merged = dict(self)
         merged.update(other)
         return FrozenDict(merged)
+
+
+def _cache_nested_hashes(root: FrozenDict) -> None:
+    """Hash the ``FrozenDict``s nested in ``root`` deepest first, caching each hash.
+
+    Hashing a ``FrozenDict`` then finds its nested ones already hashed, so it never recurses
+    through more than one of them: a 5000-deep value hashes without touching Python's
+    recursion limit, as it freezes and validates. The walk visits each container once,
+    also one that several parents share.
+    """
+    found: list[FrozenDict] = []
+    seen: set[int] = set()
+    stack: list[Any] = list(root.values())
+    while stack:
+        value = stack.pop()
+        kind = type(value)
+        if kind is FrozenDict:
+            if value._hash is None and id(value) not in seen:
+                seen.add(id(value))
+                found.append(value)
+                stack.extend(value.values())
+        elif kind is tuple and value and id(value) not in seen:
+            seen.add(id(value))
+            stack.extend(value)
+    # A container is found after every container that holds it: reversed, the innermost
+    # come first.
+    for nested in reversed(found):
+        nested._hash = hash(frozenset(nested.items()))
 
 
 _dict_new = dict.__new__
