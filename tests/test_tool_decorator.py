@@ -648,6 +648,55 @@ async def test_values_of_exactly_the_annotated_scalar_type_skip_the_converter(
     assert unstructured == [{"n": 1}]
 
 
+async def test_annotated_metadata_that_is_unhashable_still_structures() -> None:
+    """``Annotated`` metadata only documents, and may be unhashable (a dict), which cattrs
+    cannot look hooks up by: arguments are structured into the annotation without it."""
+    seen: list[object] = []
+
+    @tool
+    async def f(
+        x: Annotated[int, "how many", {"unit": "items"}],
+        xs: list[Annotated[float, {"unit": "m"}]],
+    ) -> Annotated[int, {"unit": "items"}]:
+        """F."""
+        seen.extend([x, xs])
+        return x
+
+    assert f.parameters["properties"]["x"] == {"type": "integer", "description": "how many"}
+    result = await execute(f, {"x": 2.0, "xs": [1, 2.5]})
+    assert not result.is_error, result
+    assert seen == [2, [1.0, 2.5]]
+    assert type(seen[0]) is int
+    assert result.value == 2
+
+
+_UNHASHABLE_FIELD = Annotated[int, {"unit": "items"}]
+
+
+@attrs.frozen
+class _Box:
+    n: _UNHASHABLE_FIELD
+
+
+def test_an_attrs_field_with_unhashable_annotated_metadata_is_refused() -> None:
+    """H-031: cattrs looks an attrs field's hooks up by its type, so such a class could
+    never be structured or unstructured: refused when the tool is made, not on every call."""
+
+    async def takes(box: _Box) -> None:
+        """Takes."""
+
+    async def gives() -> _Box:
+        """Gives."""
+        return _Box(1)
+
+    for fn, where in ((takes, "box"), (gives, "return")):
+        with pytest.raises(TypeError) as info:
+            tool(fn)
+        assert str(info.value) == (
+            f'@tool({fn.__name__}): unsupported annotation {_UNHASHABLE_FIELD!r} for "{where}"'
+        )
+
+
 async def test_missing_optional_parameters_use_python_defaults() -> None:
     seen: list[object] = []
 

@@ -159,6 +159,10 @@ def _attrs_schema(cls: type, active: tuple[type, ...]) -> dict[str, Any]:
         annotation = hints.get(field.name, field.type)
         if annotation is None or isinstance(annotation, str):
             raise UnsupportedAnnotation(cls)
+        if not _hashable(annotation):
+            # cattrs looks up a field's hooks by its type, so every call would fail to
+            # structure or unstructure the class (e.g. Annotated metadata that is a dict).
+            raise UnsupportedAnnotation(annotation)
         schema = _schema(annotation, active)
         default = field.default
         if default is attrs.NOTHING:

@@ -166,7 +166,9 @@ class _Param:
         self.is_context = is_context
         #: A value of exactly this type is taken as it is: structuring would return it
         #: unchanged (the converter's hooks for these types return an exact-type value itself).
-        self.exact: type | None = annotation if annotation in _EXACT else None
+        self.exact: type | None = (
+            annotation if type(annotation) is type and annotation in _EXACT else None
+        )
 
 
 _PARAGRAPH_BREAK: Final = re.compile(r"\n\s*\n")
@@ -207,6 +209,9 @@ def _make_tool(fn: AsyncFunction, options: _Options) -> ToolDefinition:
         hints = typing.get_type_hints(fn, include_extras=True)
     except Exception as exc:  # e.g. a forward reference that does not resolve
         raise TypeError(f"{label}: cannot resolve the annotations: {exc}") from exc
+    # What arguments are structured into: the same hints with every Annotated stripped
+    # (its metadata only documents; it may even be unhashable, which cattrs cannot take).
+    structure_hints = typing.get_type_hints(fn)
 
     params: list[_Param] = []
     properties: dict[str, Any] = {}
@@ -237,7 +242,13 @@ def _make_tool(fn: AsyncFunction, options: _Options) -> ToolDefinition:
                 ) from None
         properties[p.name] = schema
         params.append(
-            _Param(p.name, annotation, p.default, positional=positional, is_context=False)
+            _Param(
+                p.name,
+                structure_hints[p.name],
+                p.default,
+                positional=positional,
+                is_context=False,
+            )
         )
     parameters: dict[str, Any] = {"type": "object", "properties": properties}
     if required:
