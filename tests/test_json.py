@@ -437,6 +437,21 @@ def test_j029_a_deeply_nested_frozen_dict_hashes_without_recursion(through_lists
     assert hash(different) != hash(first)
 
 
+@pytest.mark.parametrize("shared_as", ["object", "array"])
+def test_j029_a_deep_value_sharing_its_parts_hashes_without_recursion(shared_as: str) -> None:
+    """A part held by two parents, one of them nested deeper (1200 levels in all): the
+    inner parent is hashed after the part, whichever parent the walk meets first."""
+    value: Any = freeze_json({})
+    for _ in range(600):
+        part = value if shared_as == "object" else (value,)
+        value = FrozenDict({"p": {"c": part}, "q": part})
+    twin: Any = freeze_json({})
+    for _ in range(600):
+        part = twin if shared_as == "object" else (twin,)
+        twin = FrozenDict({"q": part, "p": {"c": part}})
+    assert hash(value) == hash(twin)
+
+
 def test_j029_shared_containers_are_hashed_once() -> None:
     """A FrozenDict may hold the same frozen container under several keys: hashing walks
     each container once (60 levels of two references each are 2**60 paths)."""

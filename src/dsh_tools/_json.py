@@ -168,31 +168,30 @@ class FrozenDict(dict[str, Any]):
 
 
 def _cache_nested_hashes(root: FrozenDict) -> None:
-    """Hash the ``FrozenDict``s nested in ``root`` deepest first, caching each hash.
+    """Hash the ``FrozenDict``s nested in ``root`` innermost first, caching each hash.
 
     Hashing a ``FrozenDict`` then finds its nested ones already hashed, so it never recurses
     through more than one of them: a 5000-deep value hashes without touching Python's
-    recursion limit, as it freezes and validates. The walk visits each container once,
-    also one that several parents share.
+    recursion limit, as it freezes and validates. A depth-first walk with an explicit stack
+    hashes each ``FrozenDict`` once all it holds is done (frozen data has no cycles), and
+    visits each container once, also one that several parents share.
     """
-    found: list[FrozenDict] = []
     seen: set[int] = set()
-    stack: list[Any] = list(root.values())
+    stack: list[tuple[Any, bool]] = [(value, False) for value in root.values()]
     while stack:
-        value = stack.pop()
+        value, children_done = stack.pop()
+        if children_done:
+            value._hash = hash(frozenset(value.items()))
+            continue
         kind = type(value)
         if kind is FrozenDict:
             if value._hash is None and id(value) not in seen:
                 seen.add(id(value))
-                found.append(value)
-                stack.extend(value.values())
+                stack.append((value, True))
+                stack.extend((child, False) for child in value.values())
         elif kind is tuple and value and id(value) not in seen:
             seen.add(id(value))
-            stack.extend(value)
-    # A container is found after every container that holds it: reversed, the innermost
-    # come first.
-    for nested in reversed(found):
-        nested._hash = hash(frozenset(nested.items()))
+            stack.extend((child, False) for child in value)
 
 
 _dict_new = dict.__new__
