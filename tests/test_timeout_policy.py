@@ -25,6 +25,7 @@ from dsh_tools import (
     ToolRunContext,
     ToolRuntime,
     ToolTimeoutError,
+    UserMessage,
 )
 from dsh_tools.policies import install_timeout_policy
 
@@ -190,6 +191,66 @@ async def test_t008_t017_timeout_first_then_abort_during_cleanup_keeps_timeout(
     assert_timeout(result, "1.0")
     assert posts == [True]  # T-017: the timeout goes through post-execute
     assert trio.current_time() == pytest.approx(2.0)
+
+
+@pytest.mark.parametrize("hooks", ["none", "post"])
+async def test_t006_t017_a_body_nursery_failing_as_the_deadline_cancels_it_times_out(
+    autojump_clock: object, hooks: str
+) -> None:
+    """T-006 with the body's own nursery: a child turns the deadline's ``Cancelled`` into an
+    error, so the nursery raises a group of the ``Cancelled`` and that error. The call timed
+    out, exactly as when the body itself turns the ``Cancelled`` into an error: TOOL_TIMEOUT
+    through post-execute (T-017), with the body's deferred context (decision 20)."""
+    deferred = UserMessage(content=(TextContent("d"),), source={"kind": "tool"}, id="d")
+    posts: list[ToolResult] = []
+
+    async def child(task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        try:
+            task_status.started()
+            await trio.sleep(FOREVER)
+        except trio.Cancelled:
+            raise HarnessError("cleanup failed", "WEB_ABORTED") from None
+
+    async def body(args: JsonValue, ctx: ToolRunContext) -> int:
+        ctx.defer_context(deferred)
+        async with trio.open_nursery() as nursery:
+            await nursery.start(child)
+            await trio.sleep(FOREVER)
+        raise AssertionError("unreachable: the nursery raises")
+
+    async def post(
+        execution: ToolExecution, result: ToolResult, call_next: CallNext[PostDecision]
+    ) -> PostDecision:
+        posts.append(result)
+        return await call_next()
+
+    runtime = runtime_with(budgeted("hang", body, timeout=1))
+    if hooks == "post":
+        runtime.on_post_execute(post)
+    result = await runtime.execute(call("hang"))
+    assert_timeout(result, "1.0")
+    assert result.additional_contexts == (deferred,)
+    assert posts == ([result] if hooks == "post" else [])
+    assert trio.current_time() == pytest.approx(1.0)
+
+
+async def test_an_inner_wrappers_failure_under_the_deadline_is_not_a_timeout(
+    autojump_clock: object,
+) -> None:
+    """Only a group that held the deadline's own ``Cancelled`` is a timeout: a wrapper
+    registered after the policy that fails before the deadline stays a wrapper failure."""
+
+    async def body(args: JsonValue, ctx: ToolRunContext) -> int:
+        return 1
+
+    async def failing(execution: ToolExecution, call_next: CallNext[ToolResult]) -> ToolResult:
+        raise HarnessError("wrapper failed", "WRAPPER_FAILURE")
+
+    runtime = runtime_with(budgeted("quick", body, timeout=1))
+    runtime.wrap_execute(failing)
+    result = await runtime.execute(call("quick"))
+    assert result.error is not None
+    assert result.error.info == ErrorInfo("HarnessError", "WRAPPER_FAILURE")
 
 
 def test_t009_error_code_value() -> None:

@@ -44,8 +44,17 @@ def install_timeout_policy(runtime: ToolRuntime) -> Disposer:
         timeout = None if defn is None else defn.timeout
         if timeout is None:
             return await call_next()
-        with trio.move_on_after(timeout) as deadline:
-            result = await call_next()
+        try:
+            with trio.move_on_after(timeout) as deadline:
+                result = await call_next()
+        except Exception:
+            if not deadline.cancelled_caught:
+                raise
+            # A group raised with our deadline's Cancelled (a body's own nursery, as its
+            # children failed while being cancelled): our scope took the Cancelled out and
+            # the rest escaped. Like a body turning our Cancelled into an error (T-006),
+            # the call timed out.
+            return error_result(ToolTimeoutError(timeout))
         # Ours if our scope absorbed the Cancelled, or if the body swallowed it and returned
         # after our deadline fired (unless the caller's Abort is what ended it).
         if deadline.cancelled_caught or (deadline.cancel_called and not execution.abort.aborted):
