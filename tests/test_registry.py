@@ -204,7 +204,9 @@ def test_r005_non_lossless_raw_parameters_fail_at_projection() -> None:
 # ------------------------------------------------------------------ R-006, R-012, R-023, R-024
 
 
-@pytest.mark.parametrize("timeout", [0, 0.0, -1, -0.5, math.inf, -math.inf, math.nan])
+@pytest.mark.parametrize(
+    "timeout", [0, 0.0, -1, -0.5, math.inf, -math.inf, math.nan, 10**400, -(10**400)]
+)
 def test_r006_timeout_out_of_range(timeout: float) -> None:
     """R-006: ``timeout`` ≤ 0, NaN or infinite → ``ValueError``."""
     message = 'tool "x" timeout must be a positive finite number'

@@ -501,6 +501,43 @@ def test_default_must_be_lossless() -> None:
         tool(f)
 
 
+def test_a_default_too_large_to_print_is_still_reported() -> None:
+    """An int beyond the interpreter's digit limit cannot even be ``repr``-ed: the error
+    still names the tool and the parameter (H-031)."""
+
+    async def f(n: int = 10**5000) -> None:
+        """F."""
+
+    with pytest.raises(TypeError) as info:
+        tool(f)
+    assert str(info.value) == (
+        '@tool(f): the default of "n" is not lossless JSON: <int that cannot be printed>'
+    )
+
+    async def g(n: Literal[10**5000]) -> None:  # type: ignore[valid-type]
+        """G."""
+
+    with pytest.raises(TypeError) as info:
+        tool(g)
+    assert str(info.value).startswith("@tool(g): unsupported annotation <")
+    assert str(info.value).endswith('that cannot be printed> for "n"')
+
+
+@pytest.mark.parametrize("value", ["\ud800", -0.0], ids=["lone-surrogate", "negative-zero"])
+def test_a_literal_value_that_is_not_lossless_json_is_unsupported(value: object) -> None:
+    """H-031: a ``Literal`` (or ``Enum``) value with no lossless JSON form has no schema:
+    the §12.4 ``TypeError``, not the schema checker's complaint about the derived enum."""
+    annotation = Literal[value]  # type: ignore[valid-type]
+
+    async def f(x: object) -> None:
+        """F."""
+
+    f.__annotations__["x"] = annotation  # a local: a string annotation would not resolve
+    with pytest.raises(TypeError) as info:
+        tool(f)
+    assert str(info.value) == f'@tool(f): unsupported annotation {annotation!r} for "x"'
+
+
 def test_defaults_are_unstructured() -> None:
     @tool
     async def f(color: Color = Color.GREEN, server: Server = Server("h")) -> None:
@@ -530,7 +567,7 @@ def test_name_and_description() -> None:
     assert (renamed.name, renamed.description) == ("other", "Explicit.")
 
 
-@pytest.mark.parametrize("timeout", [0, -2.5, math.inf, math.nan])
+@pytest.mark.parametrize("timeout", [0, -2.5, math.inf, math.nan, 10**400])
 def test_timeout_is_checked(timeout: float) -> None:
     async def f() -> None:
         """F."""

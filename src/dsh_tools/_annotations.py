@@ -132,6 +132,10 @@ def _enum(tp: Any, values: Any, *, with_type: bool) -> dict[str, Any]:
         kind = _VALUE_TYPES.get(type(value))
         if kind is None:
             raise UnsupportedAnnotation(tp)
+        try:
+            freeze_json(value)  # e.g. an int over the digit limit, a lone surrogate
+        except TypeError:
+            raise UnsupportedAnnotation(tp) from None
         kinds.add(kind)
     if not values:
         raise UnsupportedAnnotation(tp)

@@ -146,7 +146,10 @@ def check_timeout(timeout: object, label: str) -> float | None:
     message = f"{label} must be a positive finite number"
     if type(timeout) is not int and type(timeout) is not float:
         raise TypeError(message)
-    value = float(timeout)
+    try:
+        value = float(timeout)
+    except OverflowError:  # an int beyond any float: not finite
+        raise ValueError(message) from None
     if not (value > 0 and math.isfinite(value)):
         raise ValueError(message)
     return value

@@ -237,8 +237,9 @@ def _make_tool(fn: AsyncFunction, options: _Options) -> ToolDefinition:
             try:
                 schema["default"] = json_default(p.default)
             except TypeError:
+                shown = _shown(p.default)
                 raise TypeError(
-                    f'{label}: the default of "{p.name}" is not lossless JSON: {p.default!r}'
+                    f'{label}: the default of "{p.name}" is not lossless JSON: {shown}'
                 ) from None
         properties[p.name] = schema
         params.append(
@@ -279,8 +280,17 @@ def _schema_of(label: str, annotation: Any, where: str) -> dict[str, Any]:
         return schema_for(annotation)
     except UnsupportedAnnotation as exc:
         raise TypeError(
-            f'{label}: unsupported annotation {exc.annotation!r} for "{where}"'
+            f'{label}: unsupported annotation {_shown(exc.annotation)} for "{where}"'
         ) from None
+
+
+def _shown(value: object) -> str:
+    """``repr(value)`` for an error message, or a stand-in when it cannot be printed (an int
+    beyond the interpreter's digit limit, or an annotation holding one)."""
+    try:
+        return repr(value)
+    except Exception:
+        return f"<{type(value).__name__} that cannot be printed>"
 
 
 def _default_render(args: JsonValue, value: JsonValue) -> list[ContentBlock]:
