@@ -253,6 +253,29 @@ async def test_an_inner_wrappers_failure_under_the_deadline_is_not_a_timeout(
     assert result.error.info == ErrorInfo("HarnessError", "WRAPPER_FAILURE")
 
 
+async def test_decision_22_deadline_then_abort_around_a_body_that_ignores_both(
+    autojump_clock: object,
+) -> None:
+    """§11 step 3 taken literally (decision 22): the deadline fires first, the Abort later,
+    and the body, shielded, returns normally. The policy's scope absorbed nothing and the
+    Abort has fired by the time ``call_next()`` returns, so the policy keeps the result,
+    which check E made ``ABORTED``."""
+    abort = Abort()
+
+    async def body(args: JsonValue, ctx: ToolRunContext) -> int:
+        with trio.CancelScope(shield=True):
+            await trio.sleep(2)  # the deadline (1 s) passes here
+            abort.abort()
+            await trio.sleep(1)
+        return 1
+
+    runtime = runtime_with(budgeted("stubborn", body, timeout=1))
+    result = await runtime.execute(call("stubborn", abort))
+    assert result.error is not None
+    assert result.error.info == ErrorInfo("AbortError", ErrorCode.ABORTED)
+    assert trio.current_time() == pytest.approx(3.0)
+
+
 def test_t009_error_code_value() -> None:
     assert ErrorCode.TOOL_TIMEOUT == "TOOL_TIMEOUT"
     assert ToolTimeoutError(1).code == "TOOL_TIMEOUT"
