@@ -1241,6 +1241,39 @@ def test_v039_close_closes_children_first_then_own_registrations_lifo() -> None:
     assert _names(runtime, parent) == ["g"]
 
 
+@pytest.mark.parametrize("closed", ["the scope", "its parent"])
+@pytest.mark.parametrize("change", ["register", "restrict"])
+def test_v039_a_change_observer_closing_the_scope_disposes_the_new_registration(
+    closed: str, change: str
+) -> None:
+    """V-039 (§4: close "disposes its remaining registrations"): an ``on_change`` observer
+    that closes the scope while it is notified of that scope's new registration. The
+    registration is owned before the observers run, so the close disposes it as well."""
+    runtime = ToolRuntime()
+    runtime.register(raw_tool("inherited"))
+    parent = runtime.open_scope(name="parent")
+    scope = runtime.open_scope(parent=parent, name="child")
+    target = scope if closed == "the scope" else parent
+    fired: list[bool] = []
+
+    def close_once() -> None:
+        if not fired:
+            fired.append(True)
+            target.close()
+
+    runtime.on_change(close_once)
+    if change == "register":
+        disposer = scope.register(raw_tool("x"))
+    else:
+        disposer = scope.restrict(deny=["inherited"])
+    assert fired == [True]
+    assert scope.closed
+    assert disposer.disposed
+    assert runtime.get("x", scope) is None
+    assert scope._owner.layer == {}
+    assert scope._owner.restrictions == ()
+
+
 def test_v039_scope_attributes_and_with_block() -> None:
     """V-039 (§4): ``name``, ``parent``, ``runtime``, ``closed``; ``with`` closes on exit."""
     runtime = ToolRuntime()

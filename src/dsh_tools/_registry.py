@@ -237,20 +237,24 @@ class Registry:
         undo: Callable[[], None],
         owned_by: dict[Disposer, None] | None,
     ) -> Disposer:
-        """Apply a visible change, notify, roll it back if an observer raises."""
+        """Apply a visible change, notify, roll it back if an observer raises.
+
+        The disposer is owned (by its scope) before the observers run, so an observer that
+        closes the scope disposes this change too instead of leaving it behind.
+        """
         do()
-        try:
-            self.notify_strict()
-        except BaseException:
-            undo()
-            self.notify_logged()
-            raise
 
         def dispose() -> None:
             undo()
             self.notify_logged()
 
-        return Disposer._make(dispose, owned_by)
+        disposer = Disposer._make(dispose, owned_by)
+        try:
+            self.notify_strict()
+        except BaseException:
+            disposer()  # the rollback (nothing more if a scope closed it meanwhile)
+            raise
+        return disposer
 
     # -- registration -------------------------------------------------------------------
 
