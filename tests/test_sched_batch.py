@@ -106,6 +106,51 @@ def test_s035_sink_without_the_methods() -> None:
         open_batch(ToolRuntime(), [], sink=object())  # type: ignore[arg-type]
 
 
+class _AsyncCall:
+    async def __call__(self, event: object) -> None:
+        pass  # pragma: no cover - refused before any event
+
+
+class _PlainSink:
+    def on_call(self, event: object) -> None:
+        pass  # pragma: no cover - refused before any event
+
+    def on_result(self, event: object) -> None:
+        pass  # pragma: no cover
+
+    def on_context(self, event: object) -> None:
+        pass  # pragma: no cover
+
+
+@pytest.mark.parametrize("method", ["on_call", "on_result", "on_context"])
+@pytest.mark.parametrize("form", ["async def", "async __call__"])
+def test_s035_a_sink_with_an_async_method_is_refused(method: str, form: str) -> None:
+    """Sink methods are called synchronously (scheduler.md §5): an async one would return
+    a coroutine nobody awaits and every event would be lost, so it is refused up front
+    (decision 5 does the same for hooks that must be synchronous)."""
+    sink = _PlainSink()
+    if form == "async def":
+
+        async def handler(event: object) -> None:
+            pass  # pragma: no cover - refused before any event
+
+        setattr(sink, method, handler)
+    else:
+        setattr(sink, method, _AsyncCall())
+    with pytest.raises(TypeError) as info:
+        open_batch(ToolRuntime(), [], sink=sink)
+    assert str(info.value).startswith(f"sink.{method} is async; sink methods are called")
+
+
+@pytest.mark.parametrize("calls_value", [None, 5])
+def test_s035_calls_that_are_not_iterable(calls_value: object) -> None:
+    message = (
+        f"calls must be an iterable of ModelToolCall objects, got {type(calls_value).__name__}"
+    )
+    with pytest.raises(TypeError, match=exactly(message)):
+        open_batch(ToolRuntime(), calls_value)  # type: ignore[arg-type]
+
+
 @pytest.mark.parametrize(
     ("options", "error", "message"),
     [

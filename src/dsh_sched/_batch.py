@@ -8,6 +8,7 @@ block; the ordered work happens in ``_driver.Driver``.
 from __future__ import annotations
 
 import collections
+import inspect
 import itertools
 import logging
 import weakref
@@ -38,6 +39,17 @@ _log = logging.getLogger("dsh_sched")
 # Process-unique batch numbers (scheduler.md §5): they only group one process run's events.
 _batch_numbers = itertools.count(1)
 
+_SINK_METHODS = ("on_call", "on_result", "on_context")
+
+
+def _is_async(fn: object) -> bool:
+    """Whether calling ``fn`` makes a coroutine: an ``async def`` (bound or not) or an
+    object whose class defines ``async def __call__``."""
+    if inspect.iscoroutinefunction(fn):
+        return True
+    call = getattr(type(fn), "__call__", None)  # noqa: B004 - the class attribute
+    return call is not None and inspect.iscoroutinefunction(call)
+
 
 def _validate(
     runtime: ToolRuntime,
@@ -57,7 +69,13 @@ def _validate(
         raise TypeError("max_parallel must be a positive integer")
     if max_parallel < 1:
         raise ValueError("max_parallel must be a positive integer")
-    materialized = tuple(calls)
+    try:
+        iterator = iter(calls)
+    except TypeError:
+        raise TypeError(
+            f"calls must be an iterable of ModelToolCall objects, got {type(calls).__name__}"
+        ) from None
+    materialized = tuple(iterator)
     for item in materialized:
         if not isinstance(item, ModelToolCall):
             raise TypeError(f"calls must contain ModelToolCall objects, got {type(item).__name__}")
@@ -68,10 +86,17 @@ def _validate(
             raise ValueError("scope belongs to a different runtime")
     if abort is not None and not isinstance(abort, Abort):
         raise TypeError("abort must be an Abort or None")
-    if sink is not None and not all(
-        callable(getattr(sink, name, None)) for name in ("on_call", "on_result", "on_context")
-    ):
+    if sink is not None and not all(callable(getattr(sink, name, None)) for name in _SINK_METHODS):
         raise TypeError("sink must provide on_call, on_result and on_context")
+    if sink is not None:
+        for name in _SINK_METHODS:
+            if _is_async(getattr(sink, name)):
+                # Called without awaiting: its coroutine would be dropped and every event lost.
+                raise TypeError(
+                    f"sink.{name} is async; sink methods are called synchronously in the "
+                    "driver task: make them plain methods (hand events to a task through a "
+                    "trio memory channel's send_nowait if they must await)"
+                )
     if parent is not None and not isinstance(parent, ExecutionToken):
         raise TypeError("parent must be an ExecutionToken or None")
     if root_call_id is not None and type(root_call_id) is not str:
