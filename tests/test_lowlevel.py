@@ -18,6 +18,7 @@ from dsh_tools import (
     JsonValue,
     PreDecision,
     TextContent,
+    ToolCall,
     ToolExecution,
     ToolResult,
     ToolRunContext,
@@ -25,6 +26,7 @@ from dsh_tools import (
     lowlevel,
 )
 from dsh_tools.lowlevel import NeedsFinalize, NeedsFinish, ReadyToDispatch
+from tests.helpers import exactly
 from tests.pipeline_helpers import (
     ARGS_NOT_LOSSLESS,
     aborted,
@@ -271,6 +273,20 @@ async def test_stage_contract_stages_add_no_schedule_point() -> None:
             assert other_ran == list(range(n))
             await trio.testing.wait_all_tasks_blocked()
             assert other_ran == list(range(n + 1))
+
+
+def test_c031_stage_functions_name_a_wrong_argument_type() -> None:
+    """``create`` with something that is not a runtime, and ``cancelled_result`` with a
+    result that is not a ``ToolResult``, raise a ``TypeError`` naming what they got."""
+    call = ToolCall(call_id="c1", name="echo", arguments={})
+    with pytest.raises(TypeError, match=exactly("create() expects a ToolRuntime, got str")):
+        lowlevel.create("runtime", call)  # type: ignore[arg-type]
+    execution = lowlevel.create(ToolRuntime(), call)
+    with pytest.raises(
+        TypeError, match=exactly("cancelled_result() expects a ToolResult or None, got str")
+    ):
+        lowlevel.cancelled_result(execution, "x")  # type: ignore[arg-type]
+    lowlevel.finish(execution, lowlevel.cancelled_result(execution))
 
 
 async def test_c031_cancelled_result_of_an_error_is_that_error() -> None:

@@ -101,7 +101,7 @@ def create(runtime: ToolRuntime, call: ToolCall) -> ToolExecution:
     final result (``prepare`` returns it as :class:`NeedsFinish`).
 
     Raises:
-        TypeError: ``call`` is not a ``ToolCall``.
+        TypeError: ``call`` is not a ``ToolCall``, or ``runtime`` is not a ``ToolRuntime``.
         ValueError: ``call.scope`` belongs to another runtime.
     """
     if type(call) is not ToolCall:
@@ -109,8 +109,12 @@ def create(runtime: ToolRuntime, call: ToolCall) -> ToolExecution:
     scope = call.scope
     if scope is not None and scope.runtime is not runtime:
         raise ValueError("scope belongs to a different runtime")
+    try:
+        registry = runtime._registry
+    except AttributeError:
+        raise TypeError(f"create() expects a ToolRuntime, got {type(runtime).__name__}") from None
     state = ExecState(runtime)
-    defn = runtime._registry.resolve(call.name, scope)
+    defn = registry.resolve(call.name, scope)
     if defn is not None:
         state.finalizer = defn.finalize_content
     try:
@@ -864,9 +868,16 @@ def cancelled_result(execution: ToolExecution, result: ToolResult | None = None)
     arguments failed); otherwise ``ABORTED`` if the body started, else
     ``ABORTED_BEFORE_DISPATCH``, carrying ``result``'s contexts if given, else the contexts
     deferred so far.
+
+    Raises:
+        TypeError: ``result`` is neither a ``ToolResult`` nor ``None``.
     """
     state = execution._state
     if result is not None:
+        if type(result) is not ToolResult:
+            raise TypeError(
+                f"cancelled_result() expects a ToolResult or None, got {type(result).__name__}"
+            )
         if result.is_error:
             return result
         return aborted_result(state.body_started, result.additional_contexts)
