@@ -17,6 +17,8 @@ from typing import Any
 
 import attrs
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import dsh_sched._session_log
 from dsh_sched import (
@@ -566,11 +568,59 @@ def test_reopening_skips_lines_without_a_seq(tmp_path: Path) -> None:
 
 
 def test_a_failed_opening_closes_the_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    def broken(data: bytes) -> int:
+    def broken(file: object) -> int:
         raise MemoryError("scan failed")
 
-    monkeypatch.setattr(dsh_sched._session_log, "_highest_seq", broken)
+    monkeypatch.setattr(dsh_sched._session_log, "_reopen", broken)
     with pytest.raises(MemoryError, match="scan failed"):
         JsonlSessionLog(tmp_path / "log.jsonl")
     # An unclosed file would surface as a ResourceWarning (an error in this suite).
     gc.collect()
+
+
+def _reopened_the_old_way(data: bytes) -> tuple[bytes, int]:
+    """What reopening did before it read from the end: the whole file at once."""
+    data = data[: data.rfind(b"\n") + 1]
+    for raw in reversed(data.split(b"\n")):
+        try:
+            obj = dsh_sched._session_log._parse_line(raw)
+        except (ValueError, RecursionError):
+            continue
+        if isinstance(obj, dict) and type(obj.get("seq")) is int:
+            return data, obj["seq"]
+    return data, 0
+
+
+_LOG_LINES = st.one_of(
+    st.integers(-3, 10**6).map(lambda n: json.dumps({"type": "context", "seq": n}).encode()),
+    st.sampled_from([b"", b"{", b"[1]", b'{"seq": "7"}', b'{"seq": 1.5}', b"\xff\xfe", b"null"]),
+    st.binary(max_size=12).filter(lambda b: b"\n" not in b),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    lines=st.lists(_LOG_LINES, max_size=12),
+    torn=st.binary(max_size=20).filter(lambda b: b"\n" not in b),
+    chunk=st.integers(1, 40),
+)
+def test_reopening_reads_from_the_end_what_reading_everything_found(
+    tmp_path_factory: pytest.TempPathFactory,
+    lines: list[bytes],
+    torn: bytes,
+    chunk: int,
+) -> None:
+    """A reopened log is read backwards in chunks; with chunks as small as one byte it
+    truncates the same torn line and finds the same highest ``seq`` as reading it whole."""
+    path = tmp_path_factory.mktemp("log") / "log.jsonl"
+    data = b"".join(line + b"\n" for line in lines) + torn
+    path.write_bytes(data)
+    expected_data, expected_seq = _reopened_the_old_way(data)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(dsh_sched._session_log, "_TAIL_CHUNK", chunk)
+        log = JsonlSessionLog(path)
+    try:
+        assert path.read_bytes() == expected_data
+        assert log._seq == expected_seq
+    finally:
+        log.close()

@@ -12,7 +12,7 @@ import attrs
 from dsh_tools import ExecutionMode, FrozenDict, ToolResult, UserMessage, freeze_json
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterator
     from types import TracebackType
     from typing import Self
 
@@ -52,9 +52,39 @@ def _encode(obj: dict[str, Any]) -> bytes:
         )
 
 
-def _highest_seq(data: bytes) -> int:
-    # seq increases line by line, so the last line that carries one has the highest.
-    for raw in reversed(data.split(b"\n")):
+#: How much of an existing log is read at a time, from its end, when it is reopened.
+_TAIL_CHUNK: Final = 1 << 16
+
+
+def _lines_from_the_end(file: BinaryIO, size: int) -> Iterator[bytes]:
+    """The lines of ``file[:size]`` (without their ``b"\\n"``), last first, read backwards
+    in chunks: reopening a long log costs its last lines, not the whole file."""
+    pos = size
+    carry = b""  # the start of a line whose beginning lies in an earlier chunk
+    while pos > 0:
+        start = max(0, pos - _TAIL_CHUNK)
+        file.seek(start)
+        pieces = (file.read(pos - start) + carry).split(b"\n")
+        pos = start
+        carry = pieces[0]
+        yield from reversed(pieces[1:])
+    yield carry
+
+
+def _reopen(file: BinaryIO) -> int:
+    """Remove a trailing partial line (a torn write) and return the highest ``seq``.
+
+    ``seq`` increases line by line, so the last line that carries one has the highest.
+    """
+    size = file.seek(0, os.SEEK_END)
+    lines = _lines_from_the_end(file, size)
+    torn = next(lines)  # what follows the last b"\n": empty unless a write was torn
+    if torn:
+        size -= len(torn)
+        file.truncate(size)
+        lines = _lines_from_the_end(file, size)
+        next(lines)  # now empty
+    for raw in lines:
         try:
             obj = _parse_line(raw)
         except (ValueError, RecursionError):
@@ -73,7 +103,8 @@ class JsonlSessionLog:
     Every line ends with exactly one ``"\\n"`` and is flushed at once (with ``fsync=True``
     also ``os.fsync``-ed, which blocks the whole trio thread on every line). Opening an
     existing file first removes a trailing partial line (a torn write), then continues the
-    numbering after the highest ``seq`` found.
+    numbering after the highest ``seq`` found; it reads the file backwards from its end, so
+    reopening a long log reads only its last lines.
 
     Args:
         path: The log file; created if missing, appended to otherwise.
@@ -100,13 +131,7 @@ class JsonlSessionLog:
         # "a+b": created if missing, every write goes to the end, and the file can be read.
         self._file: BinaryIO = open(path, "a+b")  # noqa: SIM115 - closed by close()
         try:
-            self._file.seek(0)
-            data = self._file.read()
-            complete = data.rfind(b"\n") + 1
-            if complete != len(data):
-                self._file.truncate(complete)
-                data = data[:complete]
-            self._seq = _highest_seq(data)
+            self._seq = _reopen(self._file)
         except BaseException:
             self._file.close()
             raise
