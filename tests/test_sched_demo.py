@@ -16,8 +16,10 @@ in test names: ``tests/CONFORMANCE.md`` maps them to the scheduler's own tests.
 
 from __future__ import annotations
 
+import errno
 import functools
 import io
+import os
 import pickle
 import subprocess
 import sys
@@ -41,16 +43,19 @@ from dsh_sched import (
 from dsh_sched._demo import (
     LATENCY,
     PAGES,
+    DemoPathError,
     DemoReport,
     DemoSettings,
     PlainConsole,
     TimelineRow,
+    check_paths,
     demo_calls,
     demo_tools,
     open_console,
     render_timeline,
     result_status,
     run_demo,
+    seed_workspace,
     timeline_rows,
 )
 from dsh_sched._demo._script import FetchError
@@ -84,11 +89,11 @@ EXCLUSIVE = {6, 10, 11}
 DENIAL = 'refusing to modify "secrets.env": .env files hold secrets'
 
 
-async def demo(tmp_path: Path, **options: Any) -> tuple[DemoReport, str]:
+async def demo(tmp_path: Path, *, workspace: str = "ws", **options: Any) -> tuple[DemoReport, str]:
     stream = io.StringIO()
     report = await run_demo(
         out_dir=tmp_path / "out",
-        workspace=tmp_path / "ws",
+        workspace=tmp_path / workspace,
         console=PlainConsole(stream),
         **options,
     )
@@ -229,9 +234,18 @@ async def test_a_second_run_replaces_the_previous_log(
     tmp_path: Path, autojump_clock: trio.testing.MockClock
 ) -> None:
     first, _ = await demo(tmp_path)
-    second, _ = await demo(tmp_path)
+    mine = first.session_log.parent / "mine.txt"
+    mine.write_text("MY NOTES", encoding="utf-8")
+    second, _ = await demo(tmp_path, workspace="ws2")  # a workspace is the demo's alone
     assert second.session_log == first.session_log
     assert len(read_session_log(second.session_log)) == N
+    # The output directory is shared: the demo replaces its two files and touches nothing else.
+    assert sorted(path.name for path in mine.parent.iterdir()) == [
+        "mine.txt",
+        "session.jsonl",
+        "timeline.svg",
+    ]
+    assert mine.read_text(encoding="utf-8") == "MY NOTES"
 
 
 # -- abort --------------------------------------------------------------------------------
@@ -762,7 +776,7 @@ async def test_the_guard_protects_env_files_only_from_changes(
     arguments: dict[str, object],
     denied: bool,
 ) -> None:
-    from dsh_sched._demo import protect_secrets, seed_workspace
+    from dsh_sched._demo import protect_secrets
 
     seed_workspace(tmp_path)
     runtime = ToolRuntime()
@@ -795,6 +809,159 @@ async def test_fetch_url_knows_only_its_canned_pages(
     ok = await runtime.execute(attrs.evolve(call, arguments={"url": STATUS_PAGE}))
     assert ok.value == "status: all systems operational"
     assert trio.current_time() == start + PAGES[STATUS_PAGE][0]
+
+
+# -- where the demo writes ----------------------------------------------------------------
+
+OUT_FIX = "pass a directory for session.jsonl and timeline.svg"
+NEW_OR_EMPTY = "pass a new or empty directory"
+
+
+def refusal(out_dir: Path, workspace: Path | None) -> tuple[str, str]:
+    with pytest.raises(DemoPathError) as info:
+        check_paths(out_dir, workspace)
+    return info.value.argument, str(info.value)
+
+
+def test_check_paths_accepts_new_and_empty_directories(tmp_path: Path) -> None:
+    empty, out = tmp_path / "empty", tmp_path / "out"
+    empty.mkdir()
+    out.mkdir()
+    for name in ("mine.txt", "session.jsonl", "timeline.svg"):
+        (out / name).write_text("x", encoding="utf-8")
+    check_paths(out, empty)
+    check_paths(out, None)
+    check_paths(tmp_path / "new" / "out", tmp_path / "new" / "ws")  # siblings, both missing
+    check_paths(empty / "out", empty / "ws")
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["empty", "out"]  # it only looks
+
+
+def test_check_paths_refuses_what_the_demo_cannot_use(tmp_path: Path) -> None:
+    file = tmp_path / "file.txt"
+    file.write_text("MY FILE", encoding="utf-8")
+    full = tmp_path / "full"
+    full.mkdir()
+    (full / "notes.md").write_text("MY NOTES", encoding="utf-8")
+    out, ws = tmp_path / "out", tmp_path / "ws"
+
+    assert refusal(out, full) == (
+        "workspace",
+        f"{full} is not empty; the demo writes its own files there: {NEW_OR_EMPTY}",
+    )
+    assert refusal(out, file) == ("workspace", f"{file} is not a directory: {NEW_OR_EMPTY}")
+    assert refusal(out, file / "ws") == (
+        "workspace",
+        f"cannot create {file / 'ws'}: {file.resolve()} is not a directory",
+    )
+    assert refusal(file, ws) == ("out_dir", f"{file} is not a directory: {OUT_FIX}")
+    assert refusal(file / "out", None) == (
+        "out_dir",
+        f"cannot create {file / 'out'}: {file.resolve()} is not a directory",
+    )
+    assert refusal(ws, ws) == (
+        "out_dir",
+        f"{ws} is inside the workspace {ws}: pass a directory outside it",
+    )
+    assert refusal(ws / "a" / "out", ws) == (
+        "out_dir",
+        f"{ws / 'a' / 'out'} is inside the workspace {ws}: pass a directory outside it",
+    )
+    (out / "timeline.svg").mkdir(parents=True)
+    assert refusal(out, ws) == (
+        "out_dir",
+        f"{out / 'timeline.svg'} is not a file, so the demo cannot replace it: {OUT_FIX}",
+    )
+    # Only looked: nothing was created, changed or removed.
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["file.txt", "full", "out"]
+    assert [path.name for path in full.iterdir()] == ["notes.md"]
+    assert (full / "notes.md").read_text(encoding="utf-8") == "MY NOTES"
+    assert file.read_text(encoding="utf-8") == "MY FILE"
+
+
+def test_check_paths_refuses_directories_it_cannot_write_in(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    # Stands in for read-only directories, which root (the tests may run as root) writes in.
+    monkeypatch.setattr(os, "access", lambda path, mode: False)
+    assert refusal(tmp_path / "out", empty) == (
+        "workspace",
+        f"{empty} is not writable: {NEW_OR_EMPTY}",
+    )
+    assert refusal(empty, None) == ("out_dir", f"{empty} is not writable: {OUT_FIX}")
+    assert refusal(empty / "out", None) == (
+        "out_dir",
+        f"cannot create {empty / 'out'}: {empty.resolve()} is not writable",
+    )
+
+
+def test_seed_workspace_never_replaces_a_file(tmp_path: Path) -> None:
+    config = tmp_path / "data" / "config.json"
+    config.parent.mkdir()
+    config.write_text("MY CONFIG", encoding="utf-8")
+    with pytest.raises(FileExistsError):
+        seed_workspace(tmp_path)
+    assert config.read_text(encoding="utf-8") == "MY CONFIG"
+    seed_workspace(tmp_path / "new")
+    assert (tmp_path / "new" / "notes.md").read_text(encoding="utf-8").startswith("# Notes")
+
+
+async def test_run_demo_refuses_a_workspace_that_is_not_empty(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    notes = tmp_path / "ws" / "notes.md"
+    notes.parent.mkdir()
+    notes.write_text("MY NOTES", encoding="utf-8")
+    with pytest.raises(DemoPathError, match=r"ws is not empty;") as info:
+        await demo(tmp_path)
+    assert info.value.argument == "workspace"
+    assert [path.name for path in notes.parent.iterdir()] == ["notes.md"]
+    assert notes.read_text(encoding="utf-8") == "MY NOTES"
+    assert not (tmp_path / "out").exists()
+
+
+async def test_run_demo_reports_a_file_that_appears_in_the_workspace_meanwhile(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The workspace was empty when checked; then, before the demo seeds it, a file appears.
+    notes = tmp_path / "ws" / "notes.md"
+    notes.parent.mkdir()
+    notes.write_text("MY NOTES", encoding="utf-8")
+    monkeypatch.setattr("dsh_sched._demo._run.check_paths", lambda out_dir, workspace: None)
+    with pytest.raises(DemoPathError) as info:
+        await demo(tmp_path)
+    assert info.value.argument == "workspace"
+    assert str(info.value) == f"cannot use {notes.resolve()}: File exists"
+    assert isinstance(info.value.__cause__, FileExistsError)
+    assert notes.read_text(encoding="utf-8") == "MY NOTES"
+
+
+def fail_to_create(monkeypatch: pytest.MonkeyPatch, directory: Path) -> None:
+    """Make ``Path.mkdir`` fail for ``directory``, as it does where the checks cannot tell."""
+    real_mkdir = Path.mkdir
+
+    def mkdir(self: Path, mode: int = 0o777, parents: bool = False, exist_ok: bool = False) -> None:
+        if self == directory:
+            raise PermissionError(errno.EACCES, "Permission denied", str(self))
+        real_mkdir(self, mode, parents, exist_ok)
+
+    monkeypatch.setattr(Path, "mkdir", mkdir)
+
+
+async def test_run_demo_reports_a_directory_it_fails_to_create(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    out = (tmp_path / "out").resolve()
+    fail_to_create(monkeypatch, out)
+    with pytest.raises(DemoPathError) as info:
+        await demo(tmp_path)
+    assert (info.value.argument, str(info.value)) == (
+        "out_dir",
+        f"cannot use {out}: Permission denied",
+    )
+    assert isinstance(info.value.__cause__, PermissionError)
+    assert not (tmp_path / "ws").exists()
 
 
 # -- the command line ---------------------------------------------------------------------
@@ -874,6 +1041,129 @@ def test_main_reports_an_interrupt(
     monkeypatch.setattr(trio, "run", interrupted)
     assert cli.main(["demo", "--plain", "--out", str(tmp_path)]) == 130
     assert capsys.readouterr().err == "interrupted\n"
+
+
+def usage_error(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
+    """Run the command line, expect a usage error, and return its last line."""
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(argv)
+    assert exit_info.value.code == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.startswith("usage: python -m dsh_sched demo ")
+    return captured.err.splitlines()[-1]
+
+
+@pytest.mark.usefixtures("virtual_trio_run")
+def test_main_refuses_a_workspace_that_is_not_empty(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    workspace = tmp_path / "myws"
+    workspace.mkdir()
+    (workspace / "notes.md").write_text("MY IMPORTANT NOTES\n", encoding="utf-8")
+    argv = ["demo", "--plain", "--workspace", str(workspace), "--out", str(tmp_path / "out")]
+    assert usage_error(argv, capsys) == (
+        f"python -m dsh_sched demo: error: argument --workspace: {workspace} is not empty; "
+        "the demo writes its own files there: pass a new or empty directory"
+    )
+    assert [path.name for path in workspace.iterdir()] == ["notes.md"]
+    assert (workspace / "notes.md").read_text(encoding="utf-8") == "MY IMPORTANT NOTES\n"
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.usefixtures("virtual_trio_run")
+@pytest.mark.parametrize(
+    ("option", "fix"),
+    [("--out", OUT_FIX), ("--workspace", NEW_OR_EMPTY)],
+)
+def test_main_refuses_a_path_that_is_a_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], option: str, fix: str
+) -> None:
+    file = tmp_path / "somefile.txt"
+    file.write_text("MY FILE", encoding="utf-8")
+    argv = ["demo", "--plain", "--out", str(tmp_path / "out"), option, str(file)]
+    assert usage_error(argv, capsys) == (
+        f"python -m dsh_sched demo: error: argument {option}: {file} is not a directory: {fix}"
+    )
+    assert file.read_text(encoding="utf-8") == "MY FILE"
+
+
+@pytest.mark.usefixtures("virtual_trio_run")
+@pytest.mark.parametrize("option", ["--out", "--workspace"])
+def test_main_refuses_a_directory_it_cannot_create(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], option: str
+) -> None:
+    file = tmp_path / "somefile.txt"
+    file.write_text("MY FILE", encoding="utf-8")
+    argv = ["demo", "--plain", "--out", str(tmp_path / "out"), option, str(file / "sub")]
+    assert usage_error(argv, capsys) == (
+        f"python -m dsh_sched demo: error: argument {option}: "
+        f"cannot create {file / 'sub'}: {file.resolve()} is not a directory"
+    )
+
+
+@pytest.mark.usefixtures("virtual_trio_run")
+def test_main_refuses_an_out_directory_inside_the_workspace(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    workspace = tmp_path / "ws"
+    argv = ["demo", "--plain", "--workspace", str(workspace), "--out", str(workspace / "out")]
+    assert usage_error(argv, capsys) == (
+        f"python -m dsh_sched demo: error: argument --out: {workspace / 'out'} is inside "
+        f"the workspace {workspace}: pass a directory outside it"
+    )
+    assert not workspace.exists()
+
+
+@pytest.mark.usefixtures("virtual_trio_run")
+def test_main_reports_a_failure_to_create_a_directory_as_a_usage_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The checks pass (as for /proc/nope, say), then creating the directory fails.
+    out = (tmp_path / "out").resolve()
+    fail_to_create(monkeypatch, out)
+    assert usage_error(["demo", "--plain", "--out", str(out)], capsys) == (
+        f"python -m dsh_sched demo: error: argument --out: cannot use {out}: Permission denied"
+    )
+
+
+def test_demo_help_says_what_the_demo_writes_where(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["demo", "--help"])
+    assert exit_info.value.code == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert (
+        "--out DIR the directory where the demo writes session.jsonl and timeline.svg, "
+        "created if missing; those two files are replaced, nothing else there is touched "
+        "(default: ./demo-out)"
+    ) in text
+    assert (
+        "--workspace DIR the file tools' directory, kept afterwards: a new or empty "
+        "directory, where the demo creates its own files (it refuses any other); --out must "
+        "not be inside it (default: a temporary directory, removed afterwards)"
+    ) in text
+
+
+def test_a_bad_out_directory_in_a_subprocess(tmp_path: Path) -> None:
+    """The reported command: a clean usage error, not a traceback."""
+    file = tmp_path / "somefile.txt"
+    file.write_text("MY FILE", encoding="utf-8")
+    proc = subprocess.run(
+        [sys.executable, "-m", "dsh_sched", "demo", "--out", str(file)],
+        capture_output=True,
+        text=True,
+        encoding="utf-8",
+        check=False,
+        timeout=60,
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 2
+    assert proc.stdout == ""
+    assert "Traceback" not in proc.stderr
+    assert proc.stderr.splitlines()[-1] == (
+        f"python -m dsh_sched demo: error: argument --out: {file} is not a directory: {OUT_FIX}"
+    )
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["somefile.txt"]
 
 
 def test_the_demo_command_in_a_subprocess(tmp_path: Path) -> None:

@@ -2,7 +2,9 @@
 
 ``python -m dsh_sched demo`` runs a scripted model batch over the example tools with live
 progress, prints the committed results in model order, and writes the JSONL session log and
-an SVG timeline of the batch (see :func:`dsh_sched._demo.run_demo`). Usage errors exit 2.
+an SVG timeline of the batch (see :func:`dsh_sched._demo.run_demo`). Usage errors exit 2,
+among them an output directory or a workspace the demo cannot use: the demo never replaces
+or deletes a file of the user's.
 
 Example:
     $ python -m dsh_sched demo --max-parallel 2 --abort-after 0.6 --out demo-out
@@ -26,6 +28,9 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
 __all__ = ["main"]
+
+#: The option behind each ``run_demo`` path argument, for ``DemoPathError`` messages.
+_OPTIONS = {"out_dir": "--out", "workspace": "--workspace"}
 
 
 def _positive_int(text: str) -> int:
@@ -87,18 +92,28 @@ def _parser() -> argparse.ArgumentParser:
         type=Path,
         default=Path("demo-out"),
         metavar="DIR",
-        help="where session.jsonl and timeline.svg are written (default: ./demo-out)",
+        help=(
+            "the directory where the demo writes session.jsonl and timeline.svg, created if "
+            "missing; those two files are replaced, nothing else there is touched "
+            "(default: ./demo-out)"
+        ),
     )
     demo.add_argument(
         "--workspace",
         type=Path,
         default=None,
         metavar="DIR",
-        help="the file tools' directory (default: a temporary directory, removed afterwards)",
+        help=(
+            "the file tools' directory, kept afterwards: a new or empty directory, where the "
+            "demo creates its own files (it refuses any other); --out must not be inside it "
+            "(default: a temporary directory, removed afterwards)"
+        ),
     )
     demo.add_argument(
         "--plain", action="store_true", help="plain text output, even if rich is installed"
     )
+    # main() reports the demo's path errors as this command's usage errors.
+    demo.set_defaults(command_parser=demo)
     return parser
 
 
@@ -113,22 +128,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     """
     args = _parser().parse_args(argv)
     # Only one command so far: "demo". Imported here so that `--help` stays instant.
-    from ._demo import open_console, run_demo
+    from ._demo import DemoPathError, check_paths, open_console, run_demo
 
-    console = open_console(plain=args.plain)
-    run = functools.partial(
-        run_demo,
-        out_dir=args.out,
-        max_parallel=args.max_parallel,
-        abort_after=args.abort_after,
-        console=console,
-    )
+    command_parser: argparse.ArgumentParser = args.command_parser
     try:
+        # Up front, before any output. run_demo checks again before it writes (the
+        # directories may change meanwhile) and reports a failure to create them the same way.
+        check_paths(args.out, args.workspace)
+        console = open_console(plain=args.plain)
+        run = functools.partial(
+            run_demo,
+            out_dir=args.out,
+            max_parallel=args.max_parallel,
+            abort_after=args.abort_after,
+            console=console,
+        )
         if args.workspace is not None:
             trio.run(functools.partial(run, workspace=args.workspace))
         else:
             with tempfile.TemporaryDirectory(prefix="dsh-demo-") as temporary:
                 trio.run(functools.partial(run, workspace=Path(temporary)))
+    except DemoPathError as exc:
+        command_parser.error(f"argument {_OPTIONS[exc.argument]}: {exc}")
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130

@@ -6,7 +6,8 @@ when it is installed.
 """
 
 from ._console import DemoConsole, DemoSettings, PlainConsole, open_console
-from ._run import SESSION_LOG_NAME, TIMELINE_NAME, DemoReport, run_demo
+from ._paths import SESSION_LOG_NAME, TIMELINE_NAME, DemoPathError, check_paths
+from ._run import DemoReport, run_demo
 from ._script import LATENCY, PAGES, demo_calls, demo_tools, protect_secrets, seed_workspace
 from ._timeline import Status, TimelineRow, render_timeline, result_status, timeline_rows
 
@@ -16,11 +17,13 @@ __all__ = [
     "SESSION_LOG_NAME",
     "TIMELINE_NAME",
     "DemoConsole",
+    "DemoPathError",
     "DemoReport",
     "DemoSettings",
     "PlainConsole",
     "Status",
     "TimelineRow",
+    "check_paths",
     "demo_calls",
     "demo_tools",
     "open_console",

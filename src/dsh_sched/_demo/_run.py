@@ -22,6 +22,7 @@ from .._outcome import BatchOutcome
 from .._session_log import JsonlSessionLog
 from .._trace import TraceEvent, TraceRecorder
 from ._console import DemoConsole, DemoSettings, open_console
+from ._paths import SESSION_LOG_NAME, TIMELINE_NAME, check_paths, reported_as
 from ._script import demo_calls, demo_tools, protect_secrets, seed_workspace
 from ._timeline import TimelineRow, render_timeline, timeline_rows
 
@@ -31,10 +32,7 @@ if TYPE_CHECKING:
     from .._calls import ModelToolCall
     from .._sinks import CallCommitted, CallStarted, ContextAccepted, Sink
 
-__all__ = ["SESSION_LOG_NAME", "TIMELINE_NAME", "DemoReport", "run_demo"]
-
-SESSION_LOG_NAME = "session.jsonl"
-TIMELINE_NAME = "timeline.svg"
+__all__ = ["DemoReport", "run_demo"]
 
 
 @final
@@ -105,12 +103,15 @@ class _AbortTimer:
 
 
 def _prepare(out_dir: Path, workspace: Path) -> tuple[Path, Path]:
-    """Create the output directory and the workspace (blocking I/O: run in a thread)."""
+    """Check, then create the output directory and the workspace (blocking I/O: in a thread)."""
+    check_paths(out_dir, workspace)
     out, root = out_dir.resolve(), workspace.resolve()
-    out.mkdir(parents=True, exist_ok=True)
-    seed_workspace(root)
-    # A fresh log per run: JsonlSessionLog appends, and this file is the demo's own.
-    (out / SESSION_LOG_NAME).unlink(missing_ok=True)
+    with reported_as("out_dir", out):
+        out.mkdir(parents=True, exist_ok=True)
+        # A fresh log per run: JsonlSessionLog appends, and this file is the demo's own.
+        (out / SESSION_LOG_NAME).unlink(missing_ok=True)
+    with reported_as("workspace", root):
+        seed_workspace(root)
     return out, root
 
 
@@ -186,9 +187,10 @@ async def run_demo(
     batch starts, so every call is synthetic (S-014).
 
     Args:
-        out_dir: Where ``session.jsonl`` and ``timeline.svg`` are written (created; a
-            previous demo's files there are replaced).
-        workspace: The file tools' directory (created; its demo files are rewritten).
+        out_dir: Where ``session.jsonl`` and ``timeline.svg`` are written (created if
+            missing). Those two files are replaced; nothing else there is touched.
+        workspace: The file tools' directory: a new or empty one, where the demo creates
+            its files (it refuses any other, so that it never changes the user's files).
         max_parallel: The batch's ``max_parallel``.
         abort_after: Seconds after which the batch ``Abort`` fires, or ``None``.
         console: Where progress goes (default: :func:`open_console` on standard output).
@@ -199,6 +201,8 @@ async def run_demo(
     Raises:
         TypeError: ``max_parallel`` or ``abort_after`` has the wrong type.
         ValueError: ``max_parallel < 1``, or ``abort_after`` negative or not finite.
+        DemoPathError: ``out_dir`` or ``workspace`` cannot be used (see
+            :func:`~dsh_sched._demo.check_paths`); raised before the batch starts.
     """
     _check(max_parallel, abort_after)
     if console is None:

@@ -162,12 +162,22 @@ def demo_tools(workspace: Path, watcher: BodyWatcher) -> list[ToolDefinition]:
 
 
 def seed_workspace(workspace: Path) -> None:
-    """Create the workspace and (re)write the files the script expects (blocking I/O)."""
+    """Create the workspace and the files the script expects (blocking I/O).
+
+    The workspace should be new or empty (``run_demo`` checks it first). A file is never
+    replaced: each is created exclusively, so one that exists already is an error.
+
+    Args:
+        workspace: The directory to create (with its parents), or an empty one.
+
+    Raises:
+        FileExistsError: One of the demo's files exists already.
+    """
     for relative, text in _SEED.items():
         path = workspace / relative
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
-    (workspace / "summary.md").unlink(missing_ok=True)
+        with path.open("x", encoding="utf-8") as file:
+            file.write(text)
 
 
 def demo_calls() -> tuple[ModelToolCall, ...]:
