@@ -7,6 +7,10 @@ changes in pre/post/observers), a batch, ``max_parallel``, abort and cancel mome
 failing sink event and an ``open_batch`` block that may iterate or raise, then runs it under
 ``MockClock(autojump_threshold=0)`` and checks I1, I2, I4–I12 and the exception rules.
 The ``sched-fuzz`` profile (tests/conftest.py) sets the number of batches.
+
+§14 also says that every such run is deterministic: trio runs the tasks that become ready
+together in a random order, so the kit keeps its waits apart (the timing model in
+``dsh_sched._strategies``), and each example is run several times and compared.
 """
 
 from __future__ import annotations
@@ -20,21 +24,36 @@ import pytest
 import trio
 import trio.testing
 from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import dsh_sched.testing
+from dsh_sched import CallCommitted, CallStarted, CommittedCall, ContextAccepted, ModelToolCall
 from dsh_sched.testing import (
     FuzzInterrupt,
     Scenario,
     ScenarioRun,
     SinkFailure,
+    ToolSpec,
     TraceRecorder,
+    build_runtime,
     check_scenario_run,
+    moments,
     run_checked,
     run_scenario,
     scenarios,
 )
-from dsh_tools import Abort, CallNext, PreDecision, ToolExecution, ToolRuntime
-from tests.test_sched_fixtures import calls, gated_tool
+from dsh_tools import (
+    ABORTED,
+    ABORTED_BEFORE_DISPATCH,
+    Abort,
+    CallNext,
+    PreDecision,
+    ToolExecution,
+    ToolResult,
+    ToolRuntime,
+    UserMessage,
+)
+from tests.test_sched_fixtures import calls, exactly, gated_tool
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -53,6 +72,290 @@ def test_s037_fuzzed_batches_satisfy_the_trace_invariants(scenario: Scenario) ->
         assert not run.cancelled
     else:
         assert run.failure or run.interrupted or run.cancelled or run.block_error
+
+
+# -- every run is deterministic (§14) ------------------------------------------------------
+
+
+def run_once(scenario: Scenario) -> ScenarioRun:
+    return trio.run(run_scenario, scenario, clock=trio.testing.MockClock(autojump_threshold=0))
+
+
+def message_digest(message: UserMessage) -> tuple[object, ...]:
+    # A message's id is a fresh UUID in every run.
+    return (message.content, message.source)
+
+
+def result_digest(result: ToolResult) -> tuple[object, ...]:
+    return (
+        result.is_error,
+        result.content,
+        result.value,
+        result.error,
+        result.meta,
+        tuple(message_digest(m) for m in result.additional_contexts),
+        result.concludes_turn,
+    )
+
+
+def committed_digest(committed: CommittedCall) -> tuple[object, ...]:
+    return (
+        committed.index,
+        committed.call,
+        result_digest(committed.result),
+        committed.synthetic,
+        committed.mode,
+    )
+
+
+def run_digest(run: ScenarioRun) -> tuple[object, ...]:
+    """Everything a run produced, in a form two runs of one scenario can be compared in.
+
+    Batch numbers, execution tokens and message ids are fresh in every run: batch numbers
+    are counted from the run's first, tokens numbered in order of appearance, ids dropped.
+    Times are kept: virtual times are part of what must repeat.
+    """
+    tokens: dict[object, int] = {}
+    batches = [e.batch for e in run.events if e.batch is not None]
+
+    def token(value: object) -> int | None:
+        return None if value is None else tokens.setdefault(value, len(tokens))
+
+    def detail(value: object) -> object:
+        if isinstance(value, CallStarted):
+            return (
+                "call",
+                value.index,
+                value.call,
+                value.mode,
+                token(value.token),
+                value.synthetic,
+            )
+        if isinstance(value, CallCommitted):
+            return ("result", value.index, value.call, result_digest(value.result), value.synthetic)
+        if isinstance(value, ContextAccepted):
+            return ("context", value.index, value.call, message_digest(value.message))
+        if isinstance(value, ToolResult):
+            return result_digest(value)
+        return value  # a body's ending, or None
+
+    def error(exc: BaseException | None) -> tuple[str, str] | None:
+        return None if exc is None else (type(exc).__name__, str(exc))
+
+    events = tuple(
+        (
+            e.kind,
+            None if e.batch is None else e.batch - batches[0],
+            e.index,
+            token(e.token),
+            e.time,
+            detail(e.detail),
+        )
+        for e in run.events
+    )
+    outcome = run.outcome
+    return (
+        events,
+        None
+        if outcome is None
+        else (
+            tuple(committed_digest(c) for c in outcome.results),
+            tuple(message_digest(m) for m in outcome.additional_contexts),
+            outcome.concludes_turn,
+            outcome.aborted,
+        ),
+        error(run.failure),
+        error(run.interrupted),
+        error(run.block_error),
+        run.cancelled,
+        None if run.iterated is None else tuple(committed_digest(c) for c in run.iterated),
+        run.problems,
+    )
+
+
+@settings(settings.get_profile("sched-fuzz"), max_examples=200)
+@given(scenarios())
+def test_every_run_of_a_fuzzed_batch_is_the_same(scenario: Scenario) -> None:
+    # Hypothesis seeds trio's scheduler once per example, so the runs below see different
+    # orders for the tasks that become ready together: none of them may matter.
+    first, *others = (run_digest(run_once(scenario)) for _ in range(3))
+    for other in others:
+        assert other == first
+
+
+def codes(run: ScenarioRun) -> list[str | None]:
+    """Each committed result's error code in commit order; ``None`` for a success."""
+    found: list[str | None] = []
+    for event in run.events:
+        if isinstance(event.detail, CallCommitted):
+            error = event.detail.result.error
+            found.append(error.info.code if error and error.info else None)
+    return found
+
+
+def reviewer_scenario(**at: float | None) -> Scenario:
+    """Two calls of an instant parallel tool, one at a time, with the moments ``at``."""
+    fields: dict[str, float | None] = {
+        "abort_at": None,
+        "cancel_at": None,
+        "block_raises_at": None,
+        **at,
+    }
+    return Scenario(
+        tools=(
+            ToolSpec(
+                name="t0",
+                classifier="parallel",
+                body="instant",
+                delay=0.5,
+                contexts=0,
+                concludes=False,
+            ),
+        ),
+        hooks=(),
+        calls=(
+            ModelToolCall(call_id="c0", name="t0", arguments=""),
+            ModelToolCall(call_id="c1", name="t0", arguments=""),
+        ),
+        max_parallel=1,
+        sink_fails_at=None,
+        iterate=False,
+        keep_results=True,
+        use_open_batch="block_raises_at" in at,
+        **fields,
+    )
+
+
+@pytest.mark.parametrize("moment", ["abort_at", "cancel_at", "block_raises_at"])
+def test_a_moment_of_zero_comes_before_the_batch_starts(moment: str) -> None:
+    # It used to be a timer racing the batch's first tasks: with abort_at=0.0, call 0 was
+    # ABORTED in about half of the runs and ABORTED_BEFORE_DISPATCH in the others.
+    scenario = reviewer_scenario(**{moment: 0.0})
+    first = run_once(scenario)
+    digest = run_digest(first)
+    for _ in range(49):
+        assert run_digest(run_once(scenario)) == digest
+    # Nothing ran: every call has its synthetic pair, at time 0.
+    assert [(e.kind, e.index, e.time) for e in first.events] == [
+        ("call", 0, 0.0),
+        ("result", 0, 0.0),
+        ("call", 1, 0.0),
+        ("result", 1, 0.0),
+    ]
+    assert all(e.detail.synthetic for e in first.events if isinstance(e.detail, CallCommitted))
+    assert codes(first) == [ABORTED_BEFORE_DISPATCH, ABORTED_BEFORE_DISPATCH]
+    assert first.cancelled == (moment == "cancel_at")
+    assert (first.block_error is not None) == (moment == "block_raises_at")
+
+
+def test_cancelled_bodies_end_on_their_own_lanes() -> None:
+    # Both bodies wait 3 s; the scope is cancelled at 1.125 s, which wakes both at once.
+    # Each ends at its lane's next point: half seconds plus 1/64 s for call 0, 3/64 s for
+    # call 1. Bodies start one per half second, after the pacing hook.
+    scenario = attrs.evolve(
+        reviewer_scenario(cancel_at=1.125),
+        tools=(
+            ToolSpec(
+                name="t0",
+                classifier="parallel",
+                body="sleep",
+                delay=3.0,
+                contexts=0,
+                concludes=False,
+            ),
+        ),
+        max_parallel=2,
+    )
+    run = run_once(scenario)
+    assert run.cancelled
+    bodies = [(e.kind, e.time, e.detail) for e in run.events if e.kind.startswith("body")]
+    assert bodies == [
+        ("body_start", 0.5, None),
+        ("body_start", 1.0, None),
+        ("body_end", 1.5 + 1 / 64, "cancelled"),
+        ("body_end", 1.5 + 3 / 64, "cancelled"),
+    ]
+    assert codes(run) == [ABORTED, ABORTED]
+
+
+def test_bodies_wait_their_delay_plus_their_lane() -> None:
+    # 17 calls, one at a time: lanes are odd 128ths of a second once 64ths run out.
+    scenario = attrs.evolve(
+        reviewer_scenario(),
+        tools=(
+            ToolSpec(
+                name="t0",
+                classifier="parallel",
+                body="sleep",
+                delay=0.5,
+                contexts=0,
+                concludes=False,
+            ),
+        ),
+        calls=tuple(ModelToolCall(call_id=f"c{i}", name="t0", arguments="") for i in range(17)),
+    )
+    run = run_once(scenario)
+    starts = [e.time for e in run.events if e.kind == "body_start"]
+    ends = [e.time for e in run.events if e.kind == "body_end"]
+    # Each call is dispatched at the first half second after the previous one committed.
+    assert starts == [0.5 + i for i in range(17)]
+    assert ends == [start + 0.5 + (2 * i + 1) / 128 for i, start in enumerate(starts)]
+
+
+def test_build_runtime_paces_each_dispatch_to_the_next_half_second() -> None:
+    scenario = reviewer_scenario()
+    runtime, recorder = build_runtime(scenario)
+
+    async def main() -> ScenarioRun:
+        return await run_checked(runtime, recorder, scenario.calls, max_parallel=2)
+
+    run = trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+    # The pacing hook is innermost: call 1's pre-execute span waits while call 0's body
+    # runs alone, and call 0 commits once the driver is back, at 1.0.
+    assert [(e.kind, e.time) for e in run.events if e.kind != "observed"] == [
+        ("call", 0.0),
+        ("pre_start", 0.0),
+        ("pre_end", 0.5),
+        ("call", 0.5),
+        ("pre_start", 0.5),
+        ("body_start", 0.5),
+        ("body_end", 0.5),
+        ("pre_end", 1.0),
+        ("post_start", 1.0),
+        ("post_end", 1.0),
+        ("result", 1.0),
+        ("body_start", 1.0),
+        ("body_end", 1.0),
+        ("post_start", 1.0),
+        ("post_end", 1.0),
+        ("result", 1.0),
+    ]
+
+
+@pytest.mark.parametrize("phase", [0.125, 0.25, 0.375])
+@given(data=st.data())
+def test_moments_fall_on_their_phase(phase: float, data: st.DataObject) -> None:
+    moment = data.draw(moments(phase=phase))
+    if moment is not None and moment != 0.0:
+        steps = (moment - phase) / 0.5
+        assert steps.is_integer()
+        assert 0 <= steps <= 7
+
+
+@given(scenarios())
+def test_scenario_moments_never_coincide_nor_fall_on_the_grid(scenario: Scenario) -> None:
+    drawn = [m for m in (scenario.abort_at, scenario.cancel_at, scenario.block_raises_at) if m]
+    assert len(set(drawn)) == len(drawn)
+    # Odd multiples of 1/8 s: never on the half-second grid, never on a lane (odd 64ths).
+    assert all((m * 8).is_integer() and not (m * 2).is_integer() for m in drawn)
+
+
+@pytest.mark.parametrize("phase", [0.0, 0.5, -0.25])
+def test_moments_refuse_a_phase_on_the_grid(phase: float) -> None:
+    with pytest.raises(
+        ValueError, match=exactly(f"phase must be strictly between 0 and 0.5, got {phase!r}")
+    ):
+        moments(phase=phase)
 
 
 # -- the harness itself must be able to fail ----------------------------------------------

@@ -12,13 +12,38 @@ Two ways to fuzz:
   :class:`~dsh_sched.testing.TraceRecorder`, draw calls with :func:`model_tool_calls` and
   moments with :func:`moments`, and run :func:`run_checked`.
 
-Run each example under ``trio.testing.MockClock(autojump_threshold=0)``: every run is then
-deterministic, and the moments below are virtual seconds.
+Run each example under ``trio.testing.MockClock(autojump_threshold=0)``: every run of a
+:class:`Scenario` from :func:`scenarios` is then deterministic (the same trace and the same
+outcome every time), and the moments below are virtual seconds.
+
+Timing. trio runs the tasks that are ready in one scheduling round in a random order, and
+tasks whose waits end at the same virtual time are ready together; so a generated scenario
+keeps apart every two tasks whose order would show in the trace or the outcome:
+
+- The driver's waits end on the half-second grid: ``sleep`` hooks wait until a half
+  second, and a pacing pre-execute hook, the innermost, waits for the next one before
+  every dispatch. So the driver dispatches at most one body per instant, and each body's
+  first steps run alone.
+- Each body's waits end on its own lane: the grid shifted by an odd number of 64ths of a
+  second (128ths beyond 16 calls, and so on), one lane per dispatched call. Bodies start
+  on the grid, so a body waits its ``delay`` plus its lane. A body cancelled together with
+  others waits, shielded, for its lane's next point before it ends: each reacts at its own
+  time.
+- Injected moments are odd multiples of 1/8 s, off the grid and every lane, with one phase
+  per kind so that two never coincide: the batch ``Abort`` fires at ``k/2 + 1/4``, the
+  scope is cancelled at ``k/2 + 1/8`` and the block raises at ``k/2 + 3/8`` (``k`` from 0
+  to 7). A moment of ``0.0`` means "before the batch starts": it is applied before the
+  batch is entered, not raced against it.
+
+What else is ready at one of these instants (the driver reacting to a cancellation, the
+block reading the iteration, trio's own tasks) records nothing or is the only task that
+records. :func:`run_checked` with your own tools is as deterministic as your tools are.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from functools import cache
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias, final
 
@@ -51,6 +76,7 @@ if TYPE_CHECKING:
     from dsh_tools import (
         CallNext,
         Disposer,
+        ExecutionToken,
         JsonValue,
         PostDecision,
         PreDecision,
@@ -85,7 +111,15 @@ BodyKind: TypeAlias = Literal[
 HookStage: TypeAlias = Literal["pre", "post", "observer"]
 HookAction: TypeAlias = Literal["deny", "ask", "raise", "sleep", "block", "flip"]
 
+#: Body and hook delays: whole numbers of grid steps.
 _DELAYS = (0.0, 0.5, 1.0, 2.0, 3.0)
+#: The grid the driver's waits end on (virtual seconds); lanes and phases are fractions of it.
+_STEP = 0.5
+#: Where in each half second the injected moments of each kind fall: multiples of 1/8, so
+#: never on the grid (0) nor on a lane (an odd number of 64ths, or finer).
+_ABORT_PHASE = 0.25
+_CANCEL_PHASE = 0.125
+_BLOCK_PHASE = 0.375
 
 
 class FuzzInterrupt(BaseException):
@@ -119,7 +153,8 @@ class ToolSpec:
             ``swallow_cancel`` (catches ``Cancelled`` and returns), ``shielded`` (sleeps in
             a shielded scope), ``abort_batch`` (fires the batch ``Abort`` and returns),
             ``interrupt`` (raises :class:`FuzzInterrupt` after ``delay``).
-        delay: Virtual seconds the body waits.
+        delay: Virtual seconds the body waits, at least: the wait ends on the call's lane
+            (see the module docstring), and a cancelled wait ends at its next lane point.
         contexts: How many contexts the body defers (0–2).
         concludes: Whether the body concludes the turn.
     """
@@ -140,7 +175,8 @@ class HookSpec:
     ``flip`` (any stage) re-registers ``tool`` with the opposite fixed classification: a
     registry change that live reclassification must see. ``sleep`` makes the stage slow.
     ``deny``/``ask``/``raise`` are pre-execute decisions (``ask`` with no approval service
-    is a denial); ``block``/``raise`` are post-execute decisions.
+    is a denial); ``block``/``raise`` are post-execute decisions. A ``sleep`` waits at least
+    ``delay`` virtual seconds, until a half second (the driver's grid).
     """
 
     stage: HookStage
@@ -159,14 +195,21 @@ class Scenario:
         hooks: Hooks installed after the recorder's.
         calls: The batch.
         max_parallel: The batch's ``max_parallel``.
-        abort_at: When the batch ``Abort`` fires (virtual seconds), or never.
-        cancel_at: When the scope around the batch is cancelled, or never.
-        block_raises_at: With ``open_batch``, when the block raises :class:`BlockError`.
+        abort_at: When the batch ``Abort`` fires (virtual seconds after the start), or
+            never; ``0.0`` fires it before the batch starts.
+        cancel_at: When the scope around the batch is cancelled, or never; ``0.0``
+            cancels it before the batch starts.
+        block_raises_at: With ``open_batch``, when the block raises :class:`BlockError`
+            (at once if its iteration ended later; ``0.0``: on entering the block).
         sink_fails_at: The sink event (0-based) whose forwarding raises
             :class:`SinkFailure`, or never.
         iterate: Whether the block iterates the batch (with ``open_batch``).
         keep_results: The batch's ``keep_results``.
         use_open_batch: ``open_batch`` in a block, rather than ``run_tool_calls``.
+
+    Runs are deterministic when no two moments are equal and none falls on the half-second
+    grid or on a lane (see the module docstring), as :func:`scenarios` draws them; ``0.0``
+    is always safe.
     """
 
     tools: tuple[ToolSpec, ...]
@@ -215,9 +258,26 @@ class ScenarioRun:
 # -- strategies -------------------------------------------------------------------------
 
 
-def moments() -> st.SearchStrategy[float | None]:
-    """``None`` (never) or a virtual time in half seconds from 0 to 4."""
-    return st.one_of(st.none(), st.integers(0, 8).map(lambda k: k / 2))
+def moments(*, phase: float = _ABORT_PHASE) -> st.SearchStrategy[float | None]:
+    """``None`` (never), ``0.0`` (before the batch starts) or ``phase + k/2`` for k in 0..7.
+
+    The default phase puts every moment on an odd multiple of a quarter second, strictly
+    between the half seconds on which whole-half-second waits end. Give each kind of moment
+    its own phase, so that two never coincide: :func:`scenarios` uses 1/4 for the abort,
+    1/8 for the cancellation and 3/8 for the block's exception.
+
+    Args:
+        phase: Where in each half second the moments fall.
+
+    Raises:
+        ValueError: ``phase`` is not strictly between 0 and 0.5.
+    """
+    if not 0 < phase < _STEP:
+        raise ValueError(f"phase must be strictly between 0 and 0.5, got {phase!r}")
+    # k = -1 stands for 0.0: "before the batch starts" as often as any one moment.
+    return st.one_of(
+        st.none(), st.integers(-1, 7).map(lambda k: 0.0 if k < 0 else phase + k * _STEP)
+    )
 
 
 @st.composite
@@ -328,9 +388,9 @@ def scenarios(
         hooks=hooks,
         calls=calls,
         max_parallel=draw(st.integers(1, 4)),
-        abort_at=draw(moments()),
-        cancel_at=draw(moments()),
-        block_raises_at=draw(moments()) if use_open_batch else None,
+        abort_at=draw(moments(phase=_ABORT_PHASE)),
+        cancel_at=draw(moments(phase=_CANCEL_PHASE)),
+        block_raises_at=draw(moments(phase=_BLOCK_PHASE)) if use_open_batch else None,
         sink_fails_at=draw(st.one_of(st.none(), st.integers(0, 2 * max_calls + 2))),
         iterate=draw(st.booleans()) if use_open_batch else False,
         keep_results=draw(st.booleans()),
@@ -369,7 +429,72 @@ def _classifier(kind: Classifier) -> Any:
     return _by_argument
 
 
-def _body(spec: ToolSpec) -> Any:
+@final
+class _Timeline:
+    """Where the waits of a scenario's hooks and bodies end (see the module docstring).
+
+    The driver's waits end on the grid ``origin + k * _STEP``; a body's on its call's lane,
+    the grid shifted by an odd multiple of ``1/denominator``. :meth:`pace` is the innermost
+    pre-execute hook: it gives each call its lane and makes the driver wait for the next grid
+    point before every dispatch.
+
+    Args:
+        calls: How many calls a batch has: one lane each.
+    """
+
+    def __init__(self, calls: int) -> None:
+        #: Where the grid starts: the clock's zero, or the start of :func:`run_scenario`.
+        self.origin = 0.0
+        self._lanes = max(calls, 1)
+        # Lanes are odd multiples of 1/denominator below _STEP: with a denominator of 64 or
+        # more, never a multiple of 1/8, so never the grid or an injected moment.
+        denominator = 64
+        while denominator < 4 * self._lanes:
+            denominator *= 2
+        self._denominator = denominator
+        self._paced = 0
+        self._lane: dict[ExecutionToken, float] = {}
+
+    def _next(self, phase: float, delay: float) -> float:
+        """The first time ``origin + phase + k * _STEP`` at least ``delay`` from now, and later
+        than now."""
+        now = trio.current_time()
+        k = math.ceil((now + delay - self.origin - phase) / _STEP)
+        at = self.origin + phase + k * _STEP
+        return at if at > now else at + _STEP
+
+    async def pace(self, execution: ToolExecution, call_next: CallNext[PreDecision]) -> PreDecision:
+        # Runs in the driver just before the call is dispatched. trio runs the tasks started
+        # in one scheduling round in a random order: waiting here lets the body dispatched
+        # before this one start alone. Calls are paced in a fixed order, so lanes are too.
+        self._lane[execution.token] = (2 * (self._paced % self._lanes) + 1) / self._denominator
+        self._paced += 1
+        await trio.sleep_until(self._next(0.0, 0.0))
+        return await call_next()
+
+    async def hook_sleep(self, delay: float) -> None:
+        """Wait at least ``delay``, until a grid point (hooks run in the driver)."""
+        await trio.sleep_until(self._next(0.0, delay))
+
+    async def body_sleep(self, token: ExecutionToken, delay: float) -> None:
+        """Wait at least ``delay``, until a point of the call's lane.
+
+        Raises:
+            trio.Cancelled: At the lane's next point after the cancellation arrived.
+        """
+        # Every body that reaches a wait was paced first (pace is a global pre-execute hook).
+        lane = self._lane[token]
+        try:
+            await trio.sleep_until(self._next(lane, delay))
+        except trio.Cancelled:
+            # One cancellation wakes every waiting body in the same round, and trio runs
+            # them in a random order: each ends on its own lane instead.
+            with trio.CancelScope(shield=True):
+                await trio.sleep_until(self._next(lane, 0.0))
+            raise
+
+
+def _body(spec: ToolSpec, timeline: _Timeline) -> Any:
     async def execute(args: JsonValue, ctx: ToolRunContext) -> object:
         for i in range(spec.contexts):
             ctx.defer_context(UserMessage(content=[TextContent(f"{spec.name} context {i}")]))
@@ -377,22 +502,22 @@ def _body(spec: ToolSpec) -> Any:
             ctx.conclude_turn()
         kind = spec.body
         if kind == "sleep":
-            await trio.sleep(spec.delay)
+            await timeline.body_sleep(ctx.token, spec.delay)
         elif kind == "raise":
-            await trio.sleep(spec.delay)
+            await timeline.body_sleep(ctx.token, spec.delay)
             raise ValueError(f"{spec.name} failed")
         elif kind == "swallow_cancel":
             try:
-                await trio.sleep(spec.delay)
+                await timeline.body_sleep(ctx.token, spec.delay)
             except trio.Cancelled:
                 return {"swallowed": spec.name}
         elif kind == "shielded":
             with trio.CancelScope(shield=True):
-                await trio.sleep(spec.delay)
+                await timeline.body_sleep(ctx.token, spec.delay)
         elif kind == "abort_batch":
             ctx.abort.abort("aborted by a body")
         elif kind == "interrupt":
-            await trio.sleep(spec.delay)
+            await timeline.body_sleep(ctx.token, spec.delay)
             raise FuzzInterrupt(spec.name)
         return {"tool": spec.name}
 
@@ -403,9 +528,16 @@ def _body(spec: ToolSpec) -> Any:
 class _Tools:
     """The live registrations of a scenario, so hooks can flip a tool's classification."""
 
-    def __init__(self, runtime: ToolRuntime, recorder: TraceRecorder, specs: Sequence[ToolSpec]):
+    def __init__(
+        self,
+        runtime: ToolRuntime,
+        recorder: TraceRecorder,
+        specs: Sequence[ToolSpec],
+        timeline: _Timeline,
+    ):
         self.runtime = runtime
         self.recorder = recorder
+        self.timeline = timeline
         self.specs = {spec.name: spec for spec in specs}
         self.disposers: dict[str, Disposer] = {}
         self.parallel: dict[str, bool] = {}
@@ -419,7 +551,7 @@ class _Tools:
             description=f"generated tool {name}",
             parameters={"type": "object"},
             output=_output(),
-            execute=_body(spec),
+            execute=_body(spec, self.timeline),
             is_concurrency_safe=classifier,
         )
         self.disposers[name] = self.runtime.register(self.recorder.instrument(defn))
@@ -445,7 +577,7 @@ def _install_hook(spec: HookSpec, runtime: ToolRuntime, tools: _Tools) -> None:
             if action == "raise":
                 raise ValueError("pre exploded")
             if action == "sleep":
-                await trio.sleep(spec.delay)
+                await tools.timeline.hook_sleep(spec.delay)
             else:
                 tools.flip(target)
             return await call_next()
@@ -464,7 +596,7 @@ def _install_hook(spec: HookSpec, runtime: ToolRuntime, tools: _Tools) -> None:
             if action == "raise":
                 raise ValueError("post exploded")
             if action == "sleep":
-                await trio.sleep(spec.delay)
+                await tools.timeline.hook_sleep(spec.delay)
             else:
                 tools.flip(target)
             return await call_next()
@@ -550,18 +682,29 @@ class _FailingSink:
         self._tick()
 
 
+def _build(scenario: Scenario, sink: Sink | None) -> tuple[ToolRuntime, TraceRecorder, _Timeline]:
+    runtime = ToolRuntime()
+    recorder = TraceRecorder(runtime, sink=sink)
+    timeline = _Timeline(len(scenario.calls))
+    tools = _Tools(runtime, recorder, scenario.tools, timeline)
+    for hook in scenario.hooks:
+        _install_hook(hook, runtime, tools)
+    # Registered last, so innermost: it runs just before each dispatch.
+    runtime.on_pre_execute(timeline.pace)
+    return runtime, recorder, timeline
+
+
 def build_runtime(
     scenario: Scenario, *, sink: Sink | None = None
 ) -> tuple[ToolRuntime, TraceRecorder]:
     """A fresh runtime with the scenario's tools (instrumented) and hooks installed.
 
     The recorder is registered first, so its spans are outermost; it forwards to ``sink``.
+    A pacing pre-execute hook is registered last: before each dispatch it waits for the
+    next half second of virtual time (counted from 0, where a fresh ``MockClock`` starts),
+    so that no two bodies start in the same scheduling round (see the module docstring).
     """
-    runtime = ToolRuntime()
-    recorder = TraceRecorder(runtime, sink=sink)
-    tools = _Tools(runtime, recorder, scenario.tools)
-    for hook in scenario.hooks:
-        _install_hook(hook, runtime, tools)
+    runtime, recorder, _ = _build(scenario, sink)
     return runtime, recorder
 
 
@@ -575,7 +718,9 @@ async def run_scenario(scenario: Scenario) -> ScenarioRun:
         AssertionError: An invariant or an exception rule is violated.
     """
     failing = _FailingSink(scenario.sink_fails_at)
-    runtime, recorder = build_runtime(scenario, sink=failing)
+    runtime, recorder, timeline = _build(scenario, failing)
+    # The grid starts with the run, as the moments do (run_checked reads the same time).
+    timeline.origin = trio.current_time()
     run = await run_checked(
         runtime,
         recorder,
@@ -617,10 +762,17 @@ async def run_checked(
     """Run one batch with ``recorder`` as its sink, then (by default) check its trace.
 
     The batch runs in ``open_batch``; the block optionally iterates it and optionally
-    raises :class:`BlockError` at ``block_raises_at``. The batch ``Abort`` fires at
-    ``abort_at`` and the enclosing scope is cancelled at ``cancel_at`` (virtual seconds).
-    Exceptions are captured in the returned :class:`ScenarioRun`; anything else escaping
-    (an exception group, an unexpected error) propagates and fails the test.
+    raises :class:`BlockError` at ``block_raises_at`` (at once if the iteration ended
+    later). The batch ``Abort`` fires at ``abort_at`` and the enclosing scope is cancelled
+    at ``cancel_at``. Moments are virtual seconds after this call starts; ``0.0`` means
+    before the batch starts: the ``Abort`` is fired, the scope cancelled, or the block
+    raises on entry, before any task of the batch runs. Exceptions are captured in the
+    returned :class:`ScenarioRun`; anything else escaping (an exception group, an
+    unexpected error) propagates and fails the test.
+
+    Give the three moments different values that none of your tools' waits ends on (as
+    :func:`moments` with a different ``phase`` each does for whole-half-second waits):
+    tasks that become ready together run in a random order.
 
     Raises:
         AssertionError: ``check`` is true and an invariant or an exception rule is violated.
@@ -635,19 +787,27 @@ async def run_checked(
     monitor = _Monitor(recorder, runtime, abort)
     sink: Sink = monitor
 
+    start = trio.current_time()
+
     async def fire_abort(at: float) -> None:
-        await trio.sleep(at)
+        await trio.sleep_until(start + at)
         abort.abort("fuzz abort")
 
     async def cancel_later(scope: trio.CancelScope, at: float) -> None:
-        await trio.sleep(at)
+        await trio.sleep_until(start + at)
         scope.cancel()
 
     with trio.CancelScope() as outer:
+        # At 0.0, before the batch starts: done here, in order, rather than by timers that
+        # would race the batch's first tasks.
+        if abort_at == 0.0:
+            abort.abort("fuzz abort")
+        if cancel_at == 0.0:
+            outer.cancel()
         async with trio.open_nursery() as timers:
-            if abort_at is not None:
+            if abort_at:
                 timers.start_soon(fire_abort, abort_at)
-            if cancel_at is not None:
+            if cancel_at:
                 timers.start_soon(cancel_later, outer, cancel_at)
             batch = open_batch(
                 runtime,
@@ -663,7 +823,10 @@ async def run_checked(
                         async for committed in batch:
                             iterated.append(committed)
                     if block_raises_at is not None:
-                        await trio.sleep_until(block_raises_at)
+                        # No schedule point when the moment has come (0.0, or passed while
+                        # iterating): raise before any other task runs.
+                        if trio.current_time() < start + block_raises_at:
+                            await trio.sleep_until(start + block_raises_at)
                         raise BlockError("the block raised")
             except SinkFailure as exc:
                 failure = exc
