@@ -358,6 +358,25 @@ def test_moments_refuse_a_phase_on_the_grid(phase: float) -> None:
         moments(phase=phase)
 
 
+def test_run_checked_runs_a_batch_in_a_scope() -> None:
+    """Tools registered only in a scope: ``run_checked(scope=...)`` runs the batch there,
+    and its monitor classifies the calls there too (no UNKNOWN_TOOL, no mode problem)."""
+    runtime = ToolRuntime()
+    recorder = TraceRecorder(runtime)
+    agent = runtime.open_scope(name="agent")
+    agent.register(recorder.instrument(gated_tool("t", parallel=True, steps=[])))
+
+    async def main() -> ScenarioRun:
+        return await run_checked(
+            runtime, recorder, calls("t:c1", "t:c2"), max_parallel=2, scope=agent
+        )
+
+    run = trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+    assert run.outcome is not None
+    assert [c.result.is_error for c in run.outcome.results] == [False, False]
+    assert run.problems == ()
+
+
 # -- the harness itself must be able to fail ----------------------------------------------
 
 

@@ -80,6 +80,7 @@ if TYPE_CHECKING:
         JsonValue,
         PostDecision,
         PreDecision,
+        Scope,
         ToolExecution,
         ToolRunContext,
     )
@@ -620,10 +621,13 @@ class _Monitor:
     classifying the call again must give the mode it started under.
     """
 
-    def __init__(self, recorder: TraceRecorder, runtime: ToolRuntime, abort: Abort) -> None:
+    def __init__(
+        self, recorder: TraceRecorder, runtime: ToolRuntime, abort: Abort, scope: Scope | None
+    ) -> None:
         self.recorder = recorder
         self.runtime = runtime
         self.abort = abort
+        self.scope = scope
         self.problems: list[str] = []
 
     def on_call(self, event: CallStarted) -> None:
@@ -639,6 +643,7 @@ class _Monitor:
                     arguments=parse_arguments(arguments)
                     if isinstance(arguments, str)
                     else arguments,
+                    scope=self.scope,
                 )
             )
             if mode is not event.mode:
@@ -758,6 +763,7 @@ async def run_checked(
     iterate: bool = False,
     keep_results: bool = True,
     check: bool = True,
+    scope: Scope | None = None,
 ) -> ScenarioRun:
     """Run one batch with ``recorder`` as its sink, then (by default) check its trace.
 
@@ -769,6 +775,9 @@ async def run_checked(
     raises on entry, before any task of the batch runs. Exceptions are captured in the
     returned :class:`ScenarioRun`; anything else escaping (an exception group, an
     unexpected error) propagates and fails the test.
+
+    ``scope`` is the batch's scope (``open_batch(scope=...)``), for tools registered in
+    one.
 
     Give the three moments different values that none of your tools' waits ends on (as
     :func:`moments` with a different ``phase`` each does for whole-half-second waits):
@@ -784,7 +793,7 @@ async def run_checked(
     block_error: BlockError | None = None
     iterated: list[CommittedCall] | None = [] if iterate else None
     cancelled = False
-    monitor = _Monitor(recorder, runtime, abort)
+    monitor = _Monitor(recorder, runtime, abort, scope)
     sink: Sink = monitor
 
     start = trio.current_time()
@@ -816,6 +825,7 @@ async def run_checked(
                 max_parallel=max_parallel,
                 sink=sink,
                 keep_results=keep_results,
+                scope=scope,
             )
             try:
                 async with batch:
