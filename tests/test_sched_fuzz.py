@@ -46,6 +46,7 @@ from dsh_tools import (
     ABORTED,
     ABORTED_BEFORE_DISPATCH,
     Abort,
+    AbortError,
     CallNext,
     PreDecision,
     ToolExecution,
@@ -375,6 +376,31 @@ def test_run_checked_runs_a_batch_in_a_scope() -> None:
     assert run.outcome is not None
     assert [c.result.is_error for c in run.outcome.results] == [False, False]
     assert run.problems == ()
+
+
+def test_i6_exempts_aborted_results_that_user_code_authored_when_told_to() -> None:
+    """scheduler.md I6 exempts an ``ABORTED``/``ABORTED_BEFORE_DISPATCH`` result that user
+    code authored, which a trace cannot tell from the runtime's: a wrapper that answers
+    ``ABORTED`` without running the body is reported by default, and not with
+    ``ignore={"I6"}``; an unknown invariant ID is refused."""
+    runtime = ToolRuntime()
+    recorder = TraceRecorder(runtime)
+    runtime.register(recorder.instrument(gated_tool("t", parallel=True, steps=[])))
+
+    async def refuse(execution: ToolExecution, call_next: CallNext[ToolResult]) -> ToolResult:
+        raise AbortError("ABORTED")
+
+    runtime.wrap_execute(refuse)
+
+    async def main() -> ScenarioRun:
+        return await run_checked(runtime, recorder, calls("t:c1"), max_parallel=1, check=False)
+
+    run = trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+    with pytest.raises(AssertionError, match="I6: call 0 got ABORTED but its body never"):
+        check_scenario_run(run)
+    check_scenario_run(run, ignore={"I6"})
+    with pytest.raises(ValueError, match=r"does not check: \['I3', 'I99'\]"):
+        check_scenario_run(run, ignore={"I3", "I99"})
 
 
 # -- the harness itself must be able to fail ----------------------------------------------
