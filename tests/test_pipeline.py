@@ -35,6 +35,7 @@ from dsh_tools import (
     ToolRuntime,
     UserMessage,
 )
+from tests.helpers import exactly
 from tests.pipeline_helpers import (
     IMAGE,
     assignment_error,
@@ -970,6 +971,48 @@ async def test_p056_wrapper_calls_call_next_twice() -> None:
         (TextContent("run 1"),),
         (TextContent("run 2"),),
     ]
+
+
+_KEPT_CALL_NEXT = (
+    "a tools/execute wrapper's call_next() was called after the call's dispatch stage "
+    "ended; call it (as often as needed) before the wrapper returns"
+)
+
+
+async def test_p056_a_call_next_kept_past_the_dispatch_stage_runs_no_body() -> None:
+    """P-056's ``call_next`` may run the body many times, but only during the call's
+    dispatch stage: one kept and called from a post hook, or after ``execute()`` returned,
+    raises instead of running the body of a call that is over."""
+    runtime = ToolRuntime()
+    runs: list[int] = []
+    kept: list[CallNext[ToolResult]] = []
+
+    async def body(args: JsonValue, ctx: ToolRunContext) -> object:
+        runs.append(1)
+        return "ok"
+
+    async def wrap(execution: ToolExecution, call_next: CallNext[ToolResult]) -> ToolResult:
+        kept.append(call_next)
+        return await call_next()
+
+    async def post(
+        execution: ToolExecution, result: ToolResult, call_next: CallNext[PostDecision]
+    ) -> PostDecision:
+        await kept[0]()
+        raise AssertionError("unreachable: the kept call_next raises")
+
+    runtime.register(raw_tool(execute=body))
+    runtime.wrap_execute(wrap)
+    with runtime.on_post_execute(post):
+        result = await runtime.execute(tool_call())
+    assert runs == [1]
+    assert result == failure(_KEPT_CALL_NEXT)
+    kept.clear()
+    result = await runtime.execute(tool_call())
+    assert result.value == "ok"
+    with pytest.raises(RuntimeError, match=exactly(_KEPT_CALL_NEXT)):
+        await kept[0]()
+    assert runs == [1, 1]
 
 
 # -------------------------------------------------------- hook failures (P-049..P-055)

@@ -423,8 +423,15 @@ _NO_VALUE: Final[Any] = object()
 
 async def _base(execution: ToolExecution) -> ToolResult:
     """The default of the wrapper chain; its results are canonical for normalization."""
-    result = await _run_body(execution)
     state = execution._state
+    if state.stage != Stage.DISPATCHING:
+        # A call_next kept by a wrapper and called later (from a post hook, another task,
+        # after execute() returned): the body belongs to its call's dispatch stage.
+        raise RuntimeError(
+            "a tools/execute wrapper's call_next() was called after the call's dispatch "
+            "stage ended; call it (as often as needed) before the wrapper returns"
+        )
+    result = await _run_body(execution)
     if state.canonical is None:
         state.canonical = [result]
     else:
