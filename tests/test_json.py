@@ -32,7 +32,7 @@ from dsh_tools import (
     freeze_json,
     thaw_json,
 )
-from tests.helpers import deep_equal, nest, raw_tool, run
+from tests.helpers import deep_equal, exactly, nest, raw_tool, run
 from tests.strategies import json_values, maybe_json_values, spec_accepts
 
 if TYPE_CHECKING:
@@ -414,6 +414,35 @@ def test_j029_equal_frozen_dicts_hash_equal_whatever_the_key_order() -> None:
     assert first == second
     assert hash(first) == hash(second)
     assert len({first, second}) == 1
+
+
+def test_j022_thaw_refuses_a_value_that_contains_itself() -> None:
+    """``freeze_json`` rejects a cycle; ``thaw_json``, which also takes plain input, must not
+    loop forever on one either. A container shared without a cycle is copied twice."""
+    looped: list[Any] = []
+    looped.append(looped)
+    through_a_dict: dict[str, Any] = {}
+    through_a_dict["x"] = {"y": [through_a_dict]}
+    through_a_tuple: list[Any] = []
+    through_a_tuple.append((through_a_tuple,))
+    for value in (looped, through_a_dict, through_a_tuple):
+        with pytest.raises(TypeError, match="contains itself"):
+            thaw_json(value)
+    shared = [1]
+    thawed = thaw_json({"a": shared, "b": [shared]})
+    assert thawed == {"a": [1], "b": [[1]]}
+    assert thawed["a"] is not thawed["b"][0]
+
+
+def test_j029_calling_init_again_cannot_change_a_frozen_dict() -> None:
+    """Read-only includes ``__init__``: called again, it raises like every mutator, and
+    the contents and the cached hash stay as they were."""
+    fd = FrozenDict(a=1)
+    before = hash(fd)
+    with pytest.raises(TypeError, match=exactly("FrozenDict is read-only")):
+        fd.__init__(b=2)
+    assert fd == {"a": 1}
+    assert hash(fd) == before == hash(FrozenDict(a=1))
 
 
 def _deep(depth: int, *, through_lists: bool, reverse_keys: bool) -> dict[str, Any]:

@@ -419,6 +419,27 @@ async def test_j013_exception_whose_str_raises() -> None:
     assert result.error == ToolError("<unprintable thrown value>")
 
 
+class _Markup(str):
+    """A ``str`` subclass, as ``markupsafe.Markup`` or ``numpy.str_`` are."""
+
+
+class _MarkupMessage(Exception):
+    def __str__(self) -> str:
+        return _Markup("marked up")
+
+
+async def test_j013_exception_whose_str_is_a_str_subclass() -> None:
+    """J-013: ``str(e)`` succeeds with a ``str`` subclass: its text is the message, as a
+    plain ``str`` (not an internal error about the message's type)."""
+    runtime = ToolRuntime()
+    runtime.register(raw_tool("t", _raising(_MarkupMessage())))
+    result = await run(runtime, "t")
+    assert error_text(result) == "Error: marked up"
+    assert result.error == ToolError("marked up")
+    assert result.error is not None
+    assert type(result.error.message) is str
+
+
 def test_j014_tool_not_found_error() -> None:
     """J-014: a ``HarnessError`` with code ``UNKNOWN_TOOL`` and the exact message."""
     exc = ToolNotFoundError("ghost")

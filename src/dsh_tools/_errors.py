@@ -196,4 +196,6 @@ def normalize_message(exc: BaseException) -> str:
         message = str(exc)
     except Exception:
         return "<unprintable thrown value>"
+    if type(message) is not str:
+        message = str.__str__(message)  # a str subclass (markupsafe.Markup, numpy.str_)
     return message or type(exc).__name__

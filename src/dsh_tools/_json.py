@@ -117,6 +117,12 @@ class FrozenDict(dict[str, Any]):
     __slots__ = ("_hash",)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
+        try:
+            self._hash  # noqa: B018 - set once an instance is built
+        except AttributeError:
+            pass
+        else:
+            raise TypeError("FrozenDict is read-only")  # __init__ called again
         dict.update(self, freeze_json(dict(*args, **kwargs)))
         self._hash: int | None = None
 
@@ -379,22 +385,30 @@ def thaw_json(value: JsonValue) -> Any:
 
     Tuples become lists and every ``dict`` (frozen or not) a new ``dict``; scalars are
     returned as they are.
+
+    Raises:
+        TypeError: ``value`` contains itself (only plain, mutable input can).
     """
     if not isinstance(value, (dict, list, tuple)):
         return value
     root: Any = {} if isinstance(value, dict) else []
-    stack: list[tuple[Iterator[Any], Any]] = [(_iter_children(value), root)]
+    # The containers being copied, outermost first: one met again inside itself is a cycle.
+    on_path: set[int] = {id(value)}
+    stack: list[tuple[Iterator[Any], Any, int]] = [(_iter_children(value), root, id(value))]
     while stack:
-        it, out = stack[-1]
+        it, out, _ = stack[-1]
         for key, child in it:
             if isinstance(child, (dict, list, tuple)):
+                if id(child) in on_path:
+                    raise TypeError("thaw_json: the value contains itself, which JSON cannot")
                 new: Any = {} if isinstance(child, dict) else []
                 _put(out, key, new)
-                stack.append((_iter_children(child), new))
+                on_path.add(id(child))
+                stack.append((_iter_children(child), new, id(child)))
                 break
             _put(out, key, child)
         else:
-            stack.pop()
+            on_path.discard(stack.pop()[2])
     return root
 
 
