@@ -276,6 +276,15 @@ async def test_decision_22_deadline_then_abort_around_a_body_that_ignores_both(
     assert trio.current_time() == pytest.approx(3.0)
 
 
+@pytest.mark.parametrize("timeout", ["1", None, True, 10**400])
+def test_t009_a_timeout_error_checks_its_timeout(timeout: object) -> None:
+    """``ToolTimeoutError`` refuses a timeout its message could not print, at once, rather
+    than constructing and then failing in ``str()`` (which a result would turn into
+    ``<unprintable thrown value>``)."""
+    with pytest.raises(TypeError, match=r"^ToolTimeoutError timeout "):
+        ToolTimeoutError(timeout)  # type: ignore[arg-type]
+
+
 def test_t009_error_code_value() -> None:
     assert ErrorCode.TOOL_TIMEOUT == "TOOL_TIMEOUT"
     assert ToolTimeoutError(1).code == "TOOL_TIMEOUT"

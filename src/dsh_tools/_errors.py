@@ -128,6 +128,23 @@ class ToolTimeoutError(HarnessError):
     """Raised by the timeout policy when a call's own deadline fired (code ``TOOL_TIMEOUT``)."""
 
     def __init__(self, timeout: float) -> None:
+        """Record the budget that ran out.
+
+        Args:
+            timeout: The budget in seconds that ran out: an ``int`` or a ``float``.
+
+        Raises:
+            TypeError: ``timeout`` is not an ``int`` or a ``float`` (bools refused), or
+                too large for a float, so that ``str()`` of the error cannot fail later.
+        """
+        if type(timeout) is not int and type(timeout) is not float:
+            raise TypeError(
+                f"ToolTimeoutError timeout must be an int or a float, got {type(timeout).__name__}"
+            )
+        try:
+            float(timeout)
+        except OverflowError:
+            raise TypeError("ToolTimeoutError timeout is too large for a float") from None
         self.timeout = timeout
         Exception.__init__(self, timeout)
         self.code = ErrorCode.TOOL_TIMEOUT
