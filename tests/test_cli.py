@@ -213,3 +213,18 @@ def test_undocumented_entries_have_no_summary_and_no_docstring_lines(
 
     monkeypatch.setattr(inspect_module, "API_CATALOGUE", (Bare,))
     assert inspect_report("api", "Bare") == "## api\n- Bare — (no summary)\n    act() -> None\n"
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
+def test_a_report_that_cannot_be_written_is_one_line_not_a_traceback() -> None:
+    """Standard output on a full disk: exit 1 with one line on stderr, no traceback (the
+    interpreter's own flush at exit must not fail again either)."""
+    with open("/dev/full", "wb") as full:
+        done = subprocess.run(
+            [sys.executable, "-m", "dsh_tools", "inspect"],
+            stdout=full,
+            stderr=subprocess.PIPE,
+            check=False,
+        )
+    assert done.returncode == 1
+    assert done.stderr.decode() == "cannot write the report: No space left on device\n"

@@ -8,6 +8,7 @@ Example:
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import TYPE_CHECKING
 
@@ -41,6 +42,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UnknownEntryError as exc:
         print(exc, file=sys.stderr)
         return 1
-    sys.stdout.buffer.write(text.encode("utf-8"))
-    sys.stdout.flush()
+    try:
+        sys.stdout.buffer.write(text.encode("utf-8"))
+        sys.stdout.flush()
+    except OSError as exc:
+        # A full disk, a closed pipe (``| head``): say so in one line, not a traceback.
+        _quiet_stdout()
+        print(f"cannot write the report: {exc.strerror or exc}", file=sys.stderr)
+        return 1
     return 0
+
+
+def _quiet_stdout() -> None:
+    """Point stdout at /dev/null, so that the interpreter's final flush of what could not
+    be written does not fail again at exit."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):
+        pass  # not a real file: nothing will be flushed to it at exit
