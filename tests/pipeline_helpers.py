@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from typing import Any
 
@@ -44,6 +45,7 @@ __all__ = [
     "aborted_before_dispatch",
     "assignment_error",
     "echo_body",
+    "failing_nursery_body",
     "failure",
     "item_assignment_error",
     "message",
@@ -126,6 +128,31 @@ def tool_call(
         abort=Abort() if abort is None else abort,
         parent=parent,
     )
+
+
+def failing_nursery_body(
+    error: Callable[[], BaseException], deferred: UserMessage | None = None
+) -> Body:
+    """A body that defers ``deferred`` (if given), then parks in its own nursery next to a
+    child that turns its ``Cancelled`` into ``error()``: cancelling the body makes its
+    nursery raise that error in a group with the ``Cancelled``."""
+
+    async def child(task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        try:
+            task_status.started()
+            await trio.sleep_forever()
+        except trio.Cancelled:
+            raise error() from None
+
+    async def body(args: JsonValue, ctx: ToolRunContext) -> object:
+        if deferred is not None:
+            ctx.defer_context(deferred)
+        async with trio.open_nursery() as nursery:
+            await nursery.start(child)
+            await trio.sleep(math.inf)  # typed to return, unlike sleep_forever()
+        raise AssertionError("unreachable: the nursery raises")
+
+    return body
 
 
 def message(text: str) -> UserMessage:

@@ -10,7 +10,6 @@ autojump clock and assert exact virtual times.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import attrs
@@ -48,6 +47,7 @@ from tests.pipeline_helpers import (
     aborted,
     aborted_before_dispatch,
     assignment_error,
+    failing_nursery_body,
     failure,
     item_assignment_error,
     message,
@@ -365,20 +365,7 @@ async def test_c010_a_body_nursery_failing_as_the_abort_cancels_it_is_the_bodys_
     deferred = message("d")
     wrapper_saw: list[ToolResult] = []
 
-    async def child(task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        try:
-            task_status.started()
-            await trio.sleep_forever()
-        except trio.Cancelled:
-            raise HarnessError("cleanup failed", "TOOL_FAILURE") from None
-
-    async def body(args: JsonValue, ctx: ToolRunContext) -> object:
-        ctx.defer_context(deferred)
-        async with trio.open_nursery() as nursery:
-            await nursery.start(child)
-            await trio.sleep(math.inf)  # typed to return, unlike sleep_forever()
-        raise AssertionError("unreachable: the nursery raises")
-
+    body = failing_nursery_body(lambda: HarnessError("cleanup failed", "TOOL_FAILURE"), deferred)
     runtime = ToolRuntime()
     runtime.register(raw_tool(execute=body))
     if hooks != "none":

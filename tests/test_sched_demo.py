@@ -1144,19 +1144,23 @@ def test_demo_help_says_what_the_demo_writes_where(capsys: pytest.CaptureFixture
     ) in text
 
 
-def test_a_bad_out_directory_in_a_subprocess(tmp_path: Path) -> None:
-    """The reported command: a clean usage error, not a traceback."""
-    file = tmp_path / "somefile.txt"
-    file.write_text("MY FILE", encoding="utf-8")
-    proc = subprocess.run(
-        [sys.executable, "-m", "dsh_sched", "demo", "--out", str(file)],
+def _demo_in_a_subprocess(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "dsh_sched", "demo", *args],
         capture_output=True,
         text=True,
         encoding="utf-8",
         check=False,
         timeout=60,
-        cwd=tmp_path,
+        cwd=cwd,
     )
+
+
+def test_a_bad_out_directory_in_a_subprocess(tmp_path: Path) -> None:
+    """The reported command: a clean usage error, not a traceback."""
+    file = tmp_path / "somefile.txt"
+    file.write_text("MY FILE", encoding="utf-8")
+    proc = _demo_in_a_subprocess(tmp_path, "--out", str(file))
     assert proc.returncode == 2
     assert proc.stdout == ""
     assert "Traceback" not in proc.stderr
@@ -1169,15 +1173,7 @@ def test_a_bad_out_directory_in_a_subprocess(tmp_path: Path) -> None:
 def test_the_demo_command_in_a_subprocess(tmp_path: Path) -> None:
     """The README's command, on the real clock: it must finish in a few seconds."""
     out = tmp_path / "demo-out"
-    proc = subprocess.run(
-        [sys.executable, "-m", "dsh_sched", "demo", "--out", str(out)],
-        capture_output=True,
-        text=True,
-        encoding="utf-8",
-        check=False,
-        timeout=60,
-        cwd=tmp_path,
-    )
+    proc = _demo_in_a_subprocess(tmp_path, "--out", str(out))
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr == ""
     lines = proc.stdout.splitlines()

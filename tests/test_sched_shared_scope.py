@@ -21,7 +21,6 @@ the two paths differ by design (docs/decisions.md 19) has tests of its own.
 from __future__ import annotations
 
 import enum
-import math
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from functools import partial
 from typing import Any
@@ -60,7 +59,12 @@ from dsh_tools import (
     lowlevel,
 )
 from dsh_tools.lowlevel import NeedsFinalize, NeedsFinish, ReadyToDispatch
-from tests.pipeline_helpers import aborted, aborted_before_dispatch, failure
+from tests.pipeline_helpers import (
+    aborted,
+    aborted_before_dispatch,
+    failing_nursery_body,
+    failure,
+)
 from tests.test_sched_fixtures import Gates, calls, exactly, output
 
 wait_blocked = trio.testing.wait_all_tasks_blocked
@@ -1282,22 +1286,15 @@ async def test_decision_20_a_grouped_base_exception_still_propagates(shared: boo
     non-``Exception`` error, the ``Cancelled`` is taken out and the rest propagates from
     the stage (no result): only an ``Exception`` rest becomes the body's error."""
 
-    async def child(task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        try:
-            task_status.started()
-            await trio.sleep_forever()
-        except trio.Cancelled:
-            raise _Halt from None
-
-    async def body(args: JsonValue, ctx: ToolRunContext) -> object:
-        async with trio.open_nursery() as nursery:
-            await nursery.start(child)
-            await trio.sleep(math.inf)
-        raise AssertionError("unreachable: the nursery raises")
-
     runtime = ToolRuntime()
     runtime.register(
-        ToolDefinition(name="t1", description="d", parameters={}, output=output(), execute=body)
+        ToolDefinition(
+            name="t1",
+            description="d",
+            parameters={},
+            output=output(),
+            execute=failing_nursery_body(_Halt),
+        )
     )
     abort = Abort()
     step = await ready(runtime, abort=abort)

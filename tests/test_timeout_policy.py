@@ -28,6 +28,7 @@ from dsh_tools import (
     UserMessage,
 )
 from dsh_tools.policies import install_timeout_policy
+from tests.pipeline_helpers import failing_nursery_body
 
 FOREVER = math.inf
 
@@ -204,19 +205,7 @@ async def test_t006_t017_a_body_nursery_failing_as_the_deadline_cancels_it_times
     deferred = UserMessage(content=(TextContent("d"),), source={"kind": "tool"}, id="d")
     posts: list[ToolResult] = []
 
-    async def child(task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        try:
-            task_status.started()
-            await trio.sleep(FOREVER)
-        except trio.Cancelled:
-            raise HarnessError("cleanup failed", "WEB_ABORTED") from None
-
-    async def body(args: JsonValue, ctx: ToolRunContext) -> int:
-        ctx.defer_context(deferred)
-        async with trio.open_nursery() as nursery:
-            await nursery.start(child)
-            await trio.sleep(FOREVER)
-        raise AssertionError("unreachable: the nursery raises")
+    body = failing_nursery_body(lambda: HarnessError("cleanup failed", "WEB_ABORTED"), deferred)
 
     async def post(
         execution: ToolExecution, result: ToolResult, call_next: CallNext[PostDecision]
