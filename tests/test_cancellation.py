@@ -33,6 +33,7 @@ from dsh_tools import (
     JsonValue,
     PostDecision,
     PreDecision,
+    TextContent,
     ToolArgsError,
     ToolCall,
     ToolExecution,
@@ -47,6 +48,7 @@ from tests.pipeline_helpers import (
     aborted,
     aborted_before_dispatch,
     assignment_error,
+    denied,
     failing_nursery_body,
     failure,
     item_assignment_error,
@@ -64,7 +66,7 @@ async def execute_and_abort_when_blocked(runtime: ToolRuntime, call: ToolCall) -
     async with trio.open_nursery() as nursery:
         nursery.start_soon(run_into, runtime, call, results)
         await trio.testing.wait_all_tasks_blocked()
-        call.abort.abort("test")
+        call.abort.abort()
     [result] = results
     return result
 
@@ -190,7 +192,7 @@ async def test_c002_deny_after_the_abort_is_kept() -> None:
 
     runtime.on_pre_execute(pre)
     result = await execute_and_abort_when_blocked(runtime, tool_call())
-    assert result == failure("refused while stopping")
+    assert result == denied("refused while stopping")
     assert stages.log == ["post"]
 
 
@@ -272,7 +274,9 @@ async def test_c006_wrapper_short_circuits_with_a_success_after_the_abort() -> N
 
 
 async def test_c007_abort_while_wrapper_waits_after_the_body() -> None:
-    """C-007: check F after a successful body → ``ABORTED`` with the deferred context."""
+    """C-007: the body returned its success before the abort; a wrapper still running after
+    it does not turn it into ``ABORTED`` (a completed success, §8.3): the success is kept,
+    with the body's deferred context, and post-execute sees it."""
     stages = Stages()
     deferred = message("d")
 
@@ -291,15 +295,19 @@ async def test_c007_abort_while_wrapper_waits_after_the_body() -> None:
         return result
 
     runtime.wrap_execute(wrap)
-    result = await execute_and_abort_when_blocked(runtime, tool_call())
+    call = tool_call()
+    result = await execute_and_abort_when_blocked(runtime, call)
+    assert call.abort.aborted
+    expected = ToolResult(is_error=False, value="ok", content=[TextContent("ok")])
     assert [r.is_error for r in wrapper_saw] == [False]
-    assert result == aborted((deferred,))
-    assert stages.post_inputs == [aborted((deferred,))]
+    assert result == attrs.evolve(expected, additional_contexts=(deferred,))
+    assert stages.post_inputs == [attrs.evolve(expected, additional_contexts=(deferred,))]
     assert stages.log == ["body", "post"]
 
 
 async def test_c008_abort_while_post_hook_waits() -> None:
-    """C-008: check G: a success accepted after the abort → ``ABORTED`` with ``(d, p)``."""
+    """C-008: a completed success accepted by a post hook after the abort is kept, with the
+    contexts ``(d, p)`` (check G leaves a completed success alone)."""
     stages = Stages()
     deferred, from_post = message("d"), message("p")
 
@@ -316,8 +324,11 @@ async def test_c008_abort_while_post_hook_waits() -> None:
         return Accept(additional_contexts=(from_post,))
 
     runtime.on_post_execute(post)
-    result = await execute_and_abort_when_blocked(runtime, tool_call())
-    assert result == aborted((deferred, from_post))
+    call = tool_call()
+    result = await execute_and_abort_when_blocked(runtime, call)
+    assert call.abort.aborted
+    expected = ToolResult(is_error=False, value="ok", content=[TextContent("ok")])
+    assert result == attrs.evolve(expected, additional_contexts=(deferred, from_post))
     assert [r.is_error for r in stages.post_inputs] == [False]
 
 
@@ -472,7 +483,7 @@ async def test_c013_post_hook_after_an_abort_runs_with_the_callers_deadline(
         result = await runtime.execute(tool_call(abort=abort))
     assert caller_deadline == start + 100
     assert post_seen == [(True, caller_deadline, start + 1)]
-    assert result == aborted()
+    assert result == aborted(reason="stop")
     assert trio.current_time() == start + 1
 
 
@@ -534,7 +545,7 @@ async def test_c015_pre_fired_abort_runs_nothing(autojump_clock: trio.testing.Mo
     result = await runtime.execute(tool_call(arguments=arguments, abort=abort))
 
     assert trio.current_time() == start
-    assert result == aborted_before_dispatch()
+    assert result == aborted_before_dispatch(reason="before")
     assert stages.log == []
     assert len(observed.results) == 1
     assert observed.results[0] is result
@@ -625,8 +636,8 @@ async def test_c018_approval_cancelled_and_abort_fired() -> None:
     runtime.on_pre_execute(pre)
     runtime.wrap_execute(stages.wrap)
     result = await runtime.execute(tool_call(scope=runtime.open_scope()))
-    assert result == aborted_before_dispatch()
-    assert stages.post_inputs == [aborted_before_dispatch()]
+    assert result == aborted_before_dispatch(reason="user pressed stop")
+    assert stages.post_inputs == [aborted_before_dispatch(reason="user pressed stop")]
     assert stages.log == ["post"]
 
 
@@ -675,8 +686,8 @@ async def test_c019_body_that_fires_the_abort_and_returns() -> None:
 
     runtime = make_runtime(stages, body)
     result = await runtime.execute(tool_call())
-    assert result == aborted()
-    assert stages.post_inputs == [aborted()]
+    assert result == aborted(reason="self-inflicted")
+    assert stages.post_inputs == [aborted(reason="self-inflicted")]
 
 
 # -------------------------------------------------------- errors beat cancellation (C-020)
@@ -1084,7 +1095,7 @@ async def test_c030_caller_cancelled_during_post_on_an_error(
     runtime.on_post_execute(post)
     native = NativeCancel(runtime)
     caller = await native.run(tool_call())
-    expected = failure("no") if reason == "denial" else failure("exploded")
+    expected = denied("no") if reason == "denial" else failure("exploded")
     assert caller.cancelled_caught is True
     assert [type(exc) for exc in native.raised] == [trio.Cancelled]
     assert native.observed.results == [expected]

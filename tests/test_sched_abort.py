@@ -119,9 +119,9 @@ async def test_s014_s030_abort_before_the_batch_gives_only_synthetic_pairs() -> 
         assert committed.mode is None
         result = committed.result
         assert result.is_error
-        assert text_of(result) == "Error: tool call aborted before dispatch"
+        assert text_of(result) == "Error: tool call aborted before dispatch: stop"
         assert result.error is not None
-        assert result.error.message == "tool call aborted before dispatch"
+        assert result.error.message == "tool call aborted before dispatch: stop"
         assert result.error.info is not None
         assert (result.error.info.name, result.error.info.code) == (
             "AbortError",
@@ -209,7 +209,13 @@ async def test_s016_example3_abort_after_two_started() -> None:
     assert [c.synthetic for c in outcome.results] == [False, False, True, True]
     assert code(c3) == code(c4) == ABORTED_BEFORE_DISPATCH
     # The abort replacement keeps the contexts the body deferred (runtime.md §8.3).
-    assert [text_of(r) for r in (c1,)] == ["Error: tool call aborted"]
+    assert [text_of(r) for r in (c1,)] == ["Error: tool call aborted: user pressed stop"]
+    assert outcome.abort_reason == "user pressed stop"
+    assert (
+        text_of(c3)
+        == text_of(c4)
+        == ("Error: tool call aborted before dispatch: user pressed stop")
+    )
     assert [m.content for m in outcome.additional_contexts] == [
         m.content for m in c1.additional_contexts
     ]
