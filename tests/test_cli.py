@@ -10,8 +10,10 @@ from pathlib import Path
 import pytest
 
 import dsh_tools._inspect as inspect_module
+import dsh_tools.cli as cli_module
 from dsh_tools import Abort, Scope, ToolRuntime
 from dsh_tools.cli import UnknownEntryError, inspect_report, main
+from tests.helpers import assert_help_lists_each_command_on_one_line
 
 CAUTION = (
     "waterfall listeners receive a trailing call_next() and MUST call it to delegate — "
@@ -446,3 +448,8 @@ def test_dsh_tools_loads_dsh_sched_only_for_the_api_section() -> None:
     for path in source:
         for line in path.read_text(encoding="utf-8").splitlines():
             assert not line.lstrip().startswith(("import dsh_sched", "from dsh_sched")), path
+
+
+def test_help_lists_every_command_on_one_line_each(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "80")
+    assert_help_lists_each_command_on_one_line(cli_module._parser())
