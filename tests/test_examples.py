@@ -142,7 +142,7 @@ def test_readme_shows_the_turn_example_exactly() -> None:
     block = section.split("```python\n", 1)[1].split("```\n", 1)[0]
     assert block == TURN_EXAMPLE.read_text(encoding="utf-8")
     assert "trio.move_on_after" in section
-    assert "`outcome` stays `None`" in section or "outcome` stays `None`" in section
+    assert "`batch.outcome` stays `None`" in section
 
 
 def test_turn_example_times_out_and_aborts_on_ctrl_c() -> None:
