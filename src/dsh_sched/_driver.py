@@ -55,7 +55,7 @@ if TYPE_CHECKING:
 __all__ = ["HELD_LIMIT", "Driver", "is_cancellation", "leaves"]
 
 #: With ``keep_results=False``, how many committed calls may wait for a running iteration
-#: before the driver waits for it to read (decision 35).
+#: before the driver waits for it to read (decision 36).
 HELD_LIMIT = 1024
 
 _log = logging.getLogger("dsh_sched")
@@ -421,7 +421,7 @@ class Driver:
         execution, gi = self._begin(group, index, tool_call, mode)
         scope = self.scope
         if scope is not None and scope.closed:
-            # Fail closed (decision 34): the scope's restrictions and guards are gone with
+            # Fail closed (decision 35): the scope's restrictions and guards are gone with
             # it, so nothing may run on its behalf any more.
             group.store(gi, NeedsFinish(execution, _scope_closed_result(scope)))
             return
@@ -494,7 +494,7 @@ class Driver:
                 await self._wait_for_reader()
 
     async def _wait_for_reader(self) -> None:
-        """Backpressure (decision 35): with ``keep_results=False`` and an iteration running,
+        """Backpressure (decision 36): with ``keep_results=False`` and an iteration running,
         at most :data:`HELD_LIMIT` committed calls wait for the reader; the driver parks
         until it has read (or stopped iterating), so a long batch holds bounded memory."""
         while (held := self.held) is not None and len(held) >= HELD_LIMIT:
