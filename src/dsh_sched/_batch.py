@@ -192,6 +192,7 @@ def open_batch(
     return Batch._create(driver)
 
 
+@trio.lowlevel.enable_ki_protection
 async def run_tool_calls(
     runtime: ToolRuntime,
     calls: Iterable[ModelToolCall],
@@ -294,6 +295,7 @@ class _BatchIterator:
             return item
         return None
 
+    @trio.lowlevel.enable_ki_protection
     async def __anext__(self) -> CommittedCall:
         if self._closed:
             raise StopAsyncIteration
@@ -362,6 +364,7 @@ class Batch:
 
     # -- the context manager (scheduler.md §9, §9a) ---------------------------------------
 
+    @trio.lowlevel.enable_ki_protection
     async def __aenter__(self) -> Batch:
         if self._entered:
             raise RuntimeError("a batch can be entered only once")
@@ -382,6 +385,7 @@ class Batch:
             )
         return self
 
+    @trio.lowlevel.enable_ki_protection
     async def __aexit__(
         self,
         exc_type: type[BaseException] | None,

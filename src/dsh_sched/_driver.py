@@ -129,14 +129,17 @@ class _Waiter:
     def __init__(self) -> None:
         self._task: trio.lowlevel.Task | None = None
 
+    @trio.lowlevel.enable_ki_protection
     async def wait(self) -> None:
         self._task = trio.lowlevel.current_task()
         await trio.lowlevel.wait_task_rescheduled(self._abort)
 
+    @trio.lowlevel.enable_ki_protection
     def _abort(self, raise_cancel: object) -> trio.lowlevel.Abort:
         self._task = None
         return trio.lowlevel.Abort.SUCCEEDED
 
+    @trio.lowlevel.enable_ki_protection
     def wake(self) -> None:
         task = self._task
         if task is not None:
@@ -256,6 +259,7 @@ class Driver:
         self.ended = True
         self.iter_waiter.wake()
 
+    @trio.lowlevel.enable_ki_protection
     async def drive(self) -> None:
         # No exception escapes this task except cancellation (§9a): an Exception is the
         # internal failure, anything else native cancellation of the batch.
@@ -444,6 +448,7 @@ class Driver:
         else:
             group.store(gi, step)
 
+    @trio.lowlevel.enable_ki_protection
     async def _dispatch(
         self, group: _Group, gi: int, stage: Awaitable[_Step | ReadyToDispatch]
     ) -> None:
@@ -713,6 +718,7 @@ class Driver:
 
     # -- the shared abort scope (runtime.md §7.4's equivalent mechanism) -------------------
 
+    @trio.lowlevel.enable_ki_protection
     async def _host(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Hold a nursery open inside the batch Abort's scope for wrapper-free dispatches.
 

@@ -147,8 +147,10 @@ async def prepare(execution: ToolExecution) -> ReadyToDispatch | NeedsFinalize |
     if state.stage != Stage.CREATED:
         raise RuntimeError("execution is not ready for prepare")
     state.stage = Stage.PREPARING
-    state.active = True  # stage 1 runs: finish() refuses its call until it ends
     try:
+        # Set inside the try, so that nothing can leave it set (an exception at the `try`
+        # line itself would skip the `finally`).
+        state.active = True  # stage 1 runs: finish() refuses its call until it ends
         # The caller's own cancellation is noticed before check A (runtime.md §7.2 step 1).
         await trio.lowlevel.checkpoint_if_cancelled()
         if state.stage0_error is not None:
@@ -273,8 +275,8 @@ async def dispatch(step: ReadyToDispatch) -> NeedsFinalize | NeedsFinish:
     state = execution._state
     _require(state, Stage.READY, "dispatch")
     state.stage = Stage.DISPATCHING
-    state.active = True
     try:
+        state.active = True
         hooks = state.runtime._registry.hooks("execute", execution.scope)
         if hooks:
             result = await _run_wrappers(hooks, 0, execution)
@@ -373,10 +375,10 @@ async def _dispatch_shared(
         # path: hand the call back, still ready, for dispatch() outside the shared scope.
         state.stage = Stage.READY
         return ReadyToDispatch(execution)
-    # Only while this frame runs (a coroutine never run leaves the call finishable).
-    state.active = True
     abort = execution.abort
     try:
+        # Only while this frame runs (a coroutine never run leaves the call finishable).
+        state.active = True
         # Check D1, then the live definition (as _run_body does).
         defn: Any = None if abort._aborted else registry.resolve(execution.name, scope)
         if defn is None:
@@ -657,8 +659,8 @@ async def execute(runtime: ToolRuntime, call: ToolCall) -> ToolResult:
                 # Stage 2 with no wrapper: _run_body's steps. No checkpoint since check A,
                 # so check D1 cannot fire.
                 state.stage = Stage.DISPATCHING
-                state.active = True
                 try:
+                    state.active = True
                     defn: Any = runtime._registry.resolve(execution.name, None)
                     value: Any = _NO_VALUE
                     outcome: ToolResult | None = None  # the body's error result
@@ -757,8 +759,8 @@ async def finalize(step: NeedsFinalize) -> ToolResult:
     scope = execution.scope
     hooks = registry.global_owner.fns["post"] if scope is None else registry.hooks("post", scope)
     if hooks:
-        state.active = True
         try:
+            state.active = True
             decision = await _run_post(hooks, 0, execution, result)
             result = _apply_post(state, execution, result, decision)
         except Exception as exc:
