@@ -51,7 +51,7 @@ if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
     from types import FrameType
 
-ROOTS = tuple(str(Path(package.__file__).resolve().parent) for package in (dsh_tools, dsh_sched))
+ROOTS = tuple(str(Path(str(p.__file__)).resolve().parent) for p in (dsh_tools, dsh_sched))
 
 
 def _output() -> Output:
