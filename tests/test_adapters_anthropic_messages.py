@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -15,6 +14,9 @@ from dsh_sched.adapters import anthropic_messages as anthropic
 from dsh_tools import FrozenDict, ImageContent, TextContent, UserMessage
 from tests.adapter_helpers import PNG, adapter_runtime, answer, golden
 from tests.helpers import exactly
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 
 def assistant(*blocks: object) -> dict[str, Any]:
@@ -80,7 +82,7 @@ async def test_a020_malformed_input_and_content() -> None:
     [
         ([None], "content[0] must be a JSON object, got NoneType"),
         ([tool_use("", "echo")], "content[0].id must be a non-empty string"),
-        ([tool_use("t", 5)], "content[0].name must be a non-empty string"),
+        ([{**tool_use("t", "echo"), "name": 5}], "content[0].name must be a non-empty string"),
         (
             [tool_use("t", "echo", toolset_name=3)],
             "content[0].toolset_name must be a non-empty string",
@@ -118,14 +120,15 @@ async def test_a021_only_tool_use_blocks_and_the_toolset_name_echo() -> None:
     assert [c.call_id for c in turn.calls] == ["t1", "t2"]
     assert turn.echo == (FrozenDict(), FrozenDict(toolset_name="t"))
     (out,) = anthropic.write_results(turn, await answer(runtime, turn))
-    assert out["content"][1] == {
+    content: Any = out["content"]
+    assert content[1] == {
         "type": "tool_result",
         "tool_use_id": "t2",
         "content": [{"type": "text", "text": "yo"}],
         "toolset_name": "t",
     }
-    assert list(out["content"][1])[-1] == "toolset_name"
-    assert "toolset_name" not in out["content"][0]
+    assert list(content[1])[-1] == "toolset_name"
+    assert "toolset_name" not in content[0]
 
 
 async def test_a027_one_user_message_results_first_then_contexts() -> None:

@@ -65,7 +65,8 @@ async def test_a009_three_calls_keep_their_exact_argument_text() -> None:
 
 
 def test_a010_empty_turns_custom_entries_and_typeless_entries() -> None:
-    for tool_calls in ({}, {"tool_calls": None}, {"tool_calls": []}):
+    variants: list[dict[str, object]] = [{}, {"tool_calls": None}, {"tool_calls": []}]
+    for tool_calls in variants:
         turn = chat.read_calls({"role": "assistant", "content": "hi", **tool_calls})
         assert turn.calls == ()
     custom = {"id": "c0", "type": "custom", "custom": {"name": "grammar", "input": "x"}}
