@@ -273,11 +273,7 @@ def test_a008_entries_hold_the_detached_parameters_and_refuse_other_items() -> N
     runtime.register(make_echo())
     for provider, module in ADAPTERS.items():
         entry = module.tools(runtime.schemas())[0]
-        parameters = (
-            entry["function"]["parameters"]
-            if provider == "openai_chat"
-            else entry.get("parameters", entry.get("input_schema"))
-        )
+        parameters = _parameters(provider, entry)
         parameters["properties"]["text"]["type"] = "integer"
         parameters["mutated"] = True
         assert runtime.schemas()[0].parameters == {
@@ -286,6 +282,12 @@ def test_a008_entries_hold_the_detached_parameters_and_refuse_other_items() -> N
         }
         with pytest.raises(TypeError, match=exactly("tools() expects ToolSchema items, got dict")):
             module.tools([{"name": "echo"}])
+
+
+def _parameters(provider: str, entry: Any) -> Any:
+    if provider == "openai_chat":
+        return entry["function"]["parameters"]
+    return entry["input_schema" if provider == "anthropic_messages" else "parameters"]
 
 
 def test_a034_provider_format_error() -> None:
@@ -513,3 +515,23 @@ def _mutate_everything(value: object) -> None:
         elif isinstance(node, list):
             stack.extend(node)
             node.append("mutated")
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_export_takes_any_mapping_and_checks_hand_built_schemas(provider: str) -> None:
+    """A-005, A-006: the per-schema checks also cover schemas the runtime did not build."""
+    tools = ADAPTERS[provider].tools
+    assert tools([]) == []
+    frozen = FrozenDict(type="object")
+    (entry,) = tools([schema("x", frozen, description="")])
+    assert _parameters(provider, entry) is frozen
+    odd = ToolSchema(name=5, description="", parameters={"type": "object"})  # type: ignore[arg-type]
+    message = f'tool "5" cannot be exported to {provider}: names must match ^[a-zA-Z0-9_-]{{1,64}}$'
+    with pytest.raises(ValueError, match=exactly(message)):
+        tools([odd])
+    comma = f'tool "a,b" cannot be exported to {provider}: names must match ^[a-zA-Z0-9_-]{{1,64}}$'
+    with pytest.raises(ValueError, match=exactly(comma)):
+        tools([schema("a", {"type": "object"}), schema("a,b", {"type": "object"})])
+    # Checks run per schema in order: the first schema's problem is the one reported.
+    with pytest.raises(ValueError, match="parameters must be"):
+        tools([schema("first", {}), schema("bad name", {"type": "object"})])

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Final
 
 from dsh_tools import FrozenDict, ImageContent, TextContent
 
+from .._calls import ModelToolCall
 from ._export import checked_schemas
 from ._read import EMPTY_ECHO, TurnBuilder, plain, type_name
 from ._turn import IMAGE_MIME_TYPES, ProviderFormatError, ToolTurn
@@ -43,10 +44,15 @@ def tools(schemas: Iterable[ToolSchema], *, strict: bool = False) -> list[dict[s
     """
     entries: list[dict[str, object]] = []
     for schema in checked_schemas(PROVIDER, schemas, strict=strict):
-        entry: dict[str, object] = {"name": schema.name}
+        entry: dict[str, object]
         if schema.description:
-            entry["description"] = schema.description
-        entry["input_schema"] = schema.parameters
+            entry = {
+                "name": schema.name,
+                "description": schema.description,
+                "input_schema": schema.parameters,
+            }
+        else:
+            entry = {"name": schema.name, "input_schema": schema.parameters}
         if strict:
             entry["strict"] = True
         entries.append(entry)
@@ -89,18 +95,34 @@ def read_calls(message: object) -> ToolTurn:
             PROVIDER, "message", f"must be a JSON object, got {type_name(root)}"
         )
     builder = TurnBuilder(PROVIDER, "content", has_echo=True)
+    calls, echoes, seen = builder.calls, builder.echo, builder.seen
+    # Checks inlined for the well-formed case; the builder's methods raise the exact errors.
     for index, item in enumerate(content):
-        block = builder.entry(index, item)
+        block = item if type(item) is dict else builder.entry(index, item)
         if block.get("type") != "tool_use":
             continue
-        call_id = builder.call_id(index, block.get("id"), ".id")
-        name = builder.text(index, block.get("name"), ".name")
+        call_id = block.get("id")
+        if type(call_id) is not str or not call_id or call_id in seen:
+            builder.bad_call_id(index, call_id, ".id")  # raises
+        seen[call_id] = index
+        name = block.get("name")
+        if type(name) is not str or not name:
+            name = builder.text(index, name, ".name")  # raises
         toolset = block.get("toolset_name")
         echo = EMPTY_ECHO
         if toolset is not None:
             # Copied back unchanged into the call's tool_result.
             echo = FrozenDict(toolset_name=builder.text(index, toolset, ".toolset_name"))
-        builder.add(index, call_id, name, block.get("input"), ".input", text_ok=False, echo=echo)
+        arguments = block.get("input")
+        if type(arguments) is dict:
+            try:
+                calls.append(ModelToolCall(call_id=call_id, name=name, arguments=arguments))
+            except TypeError:
+                pass  # not lossless JSON: the builder passes it on as text, or raises
+            else:
+                echoes.append(echo)
+                continue
+        builder.add(index, call_id, name, arguments, ".input", text_ok=False, echo=echo)
     return builder.turn()
 
 
@@ -151,9 +173,11 @@ def write_results(
     blocks: list[dict[str, object]] = []
     for index, (call, result) in enumerate(zip(turn.calls, results, strict=True)):
         block: dict[str, object] = {"type": "tool_result", "tool_use_id": call.call_id}
-        content = _blocks(result.content)
-        if content:
-            block["content"] = content
+        content = result.content
+        if len(content) == 1 and type(content[0]) is TextContent and content[0].text:
+            block["content"] = [{"type": "text", "text": content[0].text}]  # the usual case
+        elif rendered := _blocks(content):
+            block["content"] = rendered
         if result.is_error:
             block["is_error"] = True
         if echo and echo[index]:

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Final, Literal
 
 from dsh_tools import ImageContent, TextContent
 
+from .._calls import ModelToolCall
 from ._export import checked_schemas
 from ._read import TurnBuilder, as_list, as_object
 from ._turn import IMAGE_MIME_TYPES, ProviderFormatError, ToolTurn
@@ -50,11 +51,16 @@ def tools(schemas: Iterable[ToolSchema], *, strict: bool = False) -> list[dict[s
     """
     entries: list[dict[str, object]] = []
     for schema in checked_schemas(PROVIDER, schemas, strict=strict):
-        function: dict[str, object] = {"name": schema.name}
+        function: dict[str, object]
         if schema.description:
-            function["description"] = schema.description
-        function["parameters"] = schema.parameters
-        function["strict"] = strict
+            function = {
+                "name": schema.name,
+                "description": schema.description,
+                "parameters": schema.parameters,
+                "strict": strict,
+            }
+        else:
+            function = {"name": schema.name, "parameters": schema.parameters, "strict": strict}
         entries.append({"type": "function", "function": function})
     return entries
 
@@ -90,16 +96,29 @@ def read_calls(message: object) -> ToolTurn:
     tool_calls = root.get("tool_calls")
     if tool_calls is None:
         return builder.turn()
+    calls, seen = builder.calls, builder.seen
+    # The checks are inlined for the common, well-formed case; the builder's methods only
+    # run to raise the exact error (or to pass on an arguments object).
     for index, item in enumerate(as_list(PROVIDER, tool_calls, "tool_calls")):
-        entry = builder.entry(index, item)
+        entry = item if type(item) is dict else builder.entry(index, item)
         kind = entry.get("type")
         if kind is not None and kind != "function":
             continue  # a custom tool call: not one of ours
-        call_id = builder.call_id(index, entry.get("id"), ".id")
-        function = builder.entry(index, entry.get("function"), ".function")
-        name = builder.text(index, function.get("name"), ".function.name")
+        call_id = entry.get("id")
+        if type(call_id) is not str or not call_id or call_id in seen:
+            builder.bad_call_id(index, call_id, ".id")  # raises
+        seen[call_id] = index
+        function = entry.get("function")
+        if type(function) is not dict:
+            function = builder.entry(index, function, ".function")
+        name = function.get("name")
+        if type(name) is not str or not name:
+            name = builder.text(index, name, ".function.name")  # raises
         arguments = function.get("arguments")
-        builder.add(index, call_id, name, arguments, ".function.arguments", text_ok=True)
+        if type(arguments) is str:
+            calls.append(ModelToolCall(call_id=call_id, name=name, arguments=arguments))
+        else:
+            builder.add(index, call_id, name, arguments, ".function.arguments", text_ok=True)
     return builder.turn()
 
 
@@ -153,9 +172,15 @@ def write_results(
     messages: list[dict[str, object]] = []
     image_parts: list[dict[str, object]] = []
     for call, result in zip(turn.calls, results, strict=True):
+        blocks = result.content
+        if len(blocks) == 1 and type(blocks[0]) is TextContent:  # the usual, text-only result
+            messages.append(
+                {"role": "tool", "tool_call_id": call.call_id, "content": blocks[0].text}
+            )
+            continue
         parts: list[str] = []
         shown: list[dict[str, object]] = []
-        for block in result.content:
+        for block in blocks:
             if type(block) is TextContent:
                 parts.append(block.text)
             elif block.mime_type not in IMAGE_MIME_TYPES:

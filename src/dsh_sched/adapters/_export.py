@@ -9,12 +9,13 @@ from typing import TYPE_CHECKING, Final
 from dsh_tools import ToolSchema
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Iterable, Sequence
 
-__all__ = ["checked_schemas"]
+__all__ = ["checked_schemas", "strict_problem"]
 
 # fullmatch, not "$": "$" would also accept a name ending in a newline.
 _NAME: Final = re.compile(r"[a-zA-Z0-9_-]{1,64}")
+_NAMES: Final = re.compile(r"[a-zA-Z0-9_-]{1,64}(?:,[a-zA-Z0-9_-]{1,64})*")
 
 
 def checked_schemas(
@@ -27,28 +28,55 @@ def checked_schemas(
         ValueError: a name outside the providers' charset, parameters that are not an
             object schema, or (with ``strict``) a schema the strict modes cannot take.
     """
-    checked = []
-    for schema in schemas:
-        if type(schema) is not ToolSchema:
-            raise TypeError(f"tools() expects ToolSchema items, got {type(schema).__name__}")
-        name = schema.name
-        if _NAME.fullmatch(name) is None:
-            raise ValueError(
-                f'tool "{name}" cannot be exported to {provider}: '
-                "names must match ^[a-zA-Z0-9_-]{1,64}$"
-            )
-        parameters = schema.parameters
-        if not isinstance(parameters, Mapping) or parameters.get("type") != "object":
-            raise ValueError(
-                f'tool "{name}" cannot be exported to {provider}: '
-                'parameters must be a JSON Schema object with "type": "object"'
-            )
-        if strict:
-            problem = strict_problem(parameters)
+    items = list(schemas)
+    if not _plainly_valid(items):
+        for schema in items:
+            _check(provider, schema)  # raises at the first schema that fails
+    if strict:
+        for schema in items:
+            problem = strict_problem(schema.parameters)
             if problem is not None:
-                raise ValueError(f'tool "{name}" cannot be exported with strict=True: {problem}')
-        checked.append(schema)
-    return checked
+                raise ValueError(
+                    f'tool "{schema.name}" cannot be exported with strict=True: {problem}'
+                )
+    return items
+
+
+def _plainly_valid(items: Sequence[object]) -> bool:
+    # The usual case in one pass: ToolSchema items with dict parameters of type "object",
+    # and every name checked by a single regex match over the names joined by commas (the
+    # comma count rules out a name that itself holds a comma). Anything else takes the
+    # per-schema path, which finds the first failure in order.
+    names = []
+    for schema in items:
+        if type(schema) is not ToolSchema:
+            return False
+        parameters = schema.parameters
+        if type(parameters) is not dict or parameters.get("type") != "object":
+            return False
+        names.append(schema.name)
+    try:
+        joined = ",".join(names)
+    except TypeError:
+        return False  # a name that is not a str
+    return _NAMES.fullmatch(joined) is not None and joined.count(",") == len(names) - 1
+
+
+def _check(provider: str, schema: object) -> None:
+    if type(schema) is not ToolSchema:
+        raise TypeError(f"tools() expects ToolSchema items, got {type(schema).__name__}")
+    name: object = schema.name  # a hand-built ToolSchema may hold anything
+    if type(name) is not str or _NAME.fullmatch(name) is None:
+        raise ValueError(
+            f'tool "{name}" cannot be exported to {provider}: '
+            "names must match ^[a-zA-Z0-9_-]{1,64}$"
+        )
+    parameters = schema.parameters
+    if not isinstance(parameters, Mapping) or parameters.get("type") != "object":
+        raise ValueError(
+            f'tool "{name}" cannot be exported to {provider}: '
+            'parameters must be a JSON Schema object with "type": "object"'
+        )
 
 
 def _escape(token: str) -> str:

@@ -98,15 +98,11 @@ class TurnBuilder:
             self.fail(index, field, "must be a non-empty string")
         return value
 
-    def call_id(self, index: int, value: object, field: str) -> str:
-        """``value`` as a call id: a non-empty ``str`` not used earlier in the turn."""
+    def bad_call_id(self, index: int, value: object, field: str) -> NoReturn:
+        """Raise for a call id that is not a non-empty ``str`` or repeats an earlier one."""
         value = self.text(index, value, field)
-        seen = self.seen
-        if value in seen:
-            # Providers pair results by id: a repeated id cannot be answered.
-            self.fail(index, field, f"repeats the id of {self.prefix}[{seen[value]}]")
-        seen[value] = index
-        return value
+        # Providers pair results by id: a repeated id cannot be answered.
+        self.fail(index, field, f"repeats the id of {self.prefix}[{self.seen[value]}]")
 
     def add(
         self,
@@ -119,12 +115,12 @@ class TurnBuilder:
         text_ok: bool,
         echo: FrozenDict = EMPTY_ECHO,
     ) -> None:
-        """Append one call; ``field`` locates ``arguments`` within the entry."""
-        if type(arguments) is str and text_ok:
-            # Kept verbatim: the scheduler parses it, so "", bad JSON and non-objects reach
-            # the runtime exactly as the model wrote them.
-            call = ModelToolCall(call_id=call_id, name=name, arguments=arguments)
-        elif isinstance(arguments, Mapping):
+        """Append one call whose arguments are not text; ``field`` locates them.
+
+        (Text arguments are appended by the providers themselves, kept verbatim: the
+        scheduler parses them, so "", bad JSON and non-objects reach the runtime as written.)
+        """
+        if isinstance(arguments, Mapping):
             call = self._mapping_call(index, call_id, name, arguments, field)
         else:
             expected = "a string or a JSON object" if text_ok else "a JSON object"

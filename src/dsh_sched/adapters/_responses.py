@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Final
 
 from dsh_tools import FrozenDict, ImageContent, TextContent
 
+from .._calls import ModelToolCall
 from ._export import checked_schemas
 from ._read import EMPTY_ECHO, TurnBuilder, as_list, plain
 from ._turn import IMAGE_MIME_TYPES, ToolTurn
@@ -45,12 +46,25 @@ def tools(schemas: Iterable[ToolSchema], *, strict: bool = False) -> list[dict[s
     """
     entries: list[dict[str, object]] = []
     for schema in checked_schemas(PROVIDER, schemas, strict=strict):
-        entry: dict[str, object] = {"type": "function", "name": schema.name}
         if schema.description:
-            entry["description"] = schema.description
-        entry["parameters"] = schema.parameters
-        entry["strict"] = strict
-        entries.append(entry)
+            entries.append(
+                {
+                    "type": "function",
+                    "name": schema.name,
+                    "description": schema.description,
+                    "parameters": schema.parameters,
+                    "strict": strict,
+                }
+            )
+        else:
+            entries.append(
+                {
+                    "type": "function",
+                    "name": schema.name,
+                    "parameters": schema.parameters,
+                    "strict": strict,
+                }
+            )
     return entries
 
 
@@ -76,19 +90,30 @@ def read_calls(output: object) -> ToolTurn:
     if isinstance(items, Mapping):
         items = items.get("output")  # a whole response
     builder = TurnBuilder(PROVIDER, "output", has_echo=True)
+    calls, echoes, seen = builder.calls, builder.echo, builder.seen
+    # Checks inlined for the well-formed case; the builder's methods raise the exact errors.
     for index, item in enumerate(as_list(PROVIDER, items, "output")):
-        entry = builder.entry(index, item)
+        entry = item if type(item) is dict else builder.entry(index, item)
         if entry.get("type") != "function_call":
             continue
-        call_id = builder.call_id(index, entry.get("call_id"), ".call_id")
-        name = builder.text(index, entry.get("name"), ".name")
+        call_id = entry.get("call_id")
+        if type(call_id) is not str or not call_id or call_id in seen:
+            builder.bad_call_id(index, call_id, ".call_id")  # raises
+        seen[call_id] = index
+        name = entry.get("name")
+        if type(name) is not str or not name:
+            name = builder.text(index, name, ".name")  # raises
         caller = entry.get("caller")
         echo = EMPTY_ECHO
         if caller is not None:
             # Copied back unchanged into the call's output item.
             echo = FrozenDict(caller=builder.frozen(index, caller, ".caller"))
         arguments = entry.get("arguments")
-        builder.add(index, call_id, name, arguments, ".arguments", text_ok=True, echo=echo)
+        if type(arguments) is str:
+            calls.append(ModelToolCall(call_id=call_id, name=name, arguments=arguments))
+            echoes.append(echo)
+        else:
+            builder.add(index, call_id, name, arguments, ".arguments", text_ok=True, echo=echo)
     return builder.turn()
 
 
@@ -138,12 +163,16 @@ def write_results(
     echo = turn.echo
     items: list[dict[str, object]] = []
     for index, (call, result) in enumerate(zip(turn.calls, results, strict=True)):
-        parts = [_part(block) for block in result.content]
+        blocks = result.content
         output: object
-        if len(parts) == 1 and parts[0]["type"] == "input_text":
-            output = parts[0]["text"]
+        if len(blocks) == 1 and type(blocks[0]) is TextContent:  # the usual, text-only result
+            output = blocks[0].text
         else:
-            output = parts or ""
+            parts = [_part(block) for block in blocks]
+            if len(parts) == 1 and parts[0]["type"] == "input_text":
+                output = parts[0]["text"]  # an unsupported image's placeholder text
+            else:
+                output = parts or ""
         item: dict[str, object] = {
             "type": "function_call_output",
             "call_id": call.call_id,

@@ -48,14 +48,21 @@ def results_in_order(provider: str, turn: object, committed: object) -> list[Too
         raise ValueError(
             f"ToolTurn was read by {turn.provider}; use dsh_sched.adapters.{turn.provider}"
         )
+    calls = turn.calls
     if type(committed) is BatchOutcome:
-        items: Iterable[object] = committed.results
+        results = committed.results
+        # The usual case, checked in one pass: the outcome of exactly this turn's calls.
+        if len(results) == len(calls) and all(
+            item.index == index and item.call is call
+            for index, (item, call) in enumerate(zip(results, calls, strict=True))
+        ):
+            return [item.result for item in results]
+        items: Iterable[object] = results
     else:
         try:
             items = iter(committed)  # type: ignore[call-overload]
         except TypeError:
             raise _bad_committed(committed) from None
-    calls = turn.calls
     count = len(calls)
     slots: list[ToolResult | None] = [None] * count
     for item in items:
