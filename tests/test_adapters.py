@@ -532,6 +532,9 @@ def test_export_takes_any_mapping_and_checks_hand_built_schemas(provider: str) -
     comma = f'tool "a,b" cannot be exported to {provider}: names must match ^[a-zA-Z0-9_-]{{1,64}}$'
     with pytest.raises(ValueError, match=exactly(comma)):
         tools([schema("a", {"type": "object"}), schema("a,b", {"type": "object"})])
+    for bad in ("", "b" * 65, "a b", "é"):
+        with pytest.raises(ValueError, match="names must match"):
+            tools([schema("a", {"type": "object"}), schema(bad, {"type": "object"})])
     # Checks run per schema in order: the first schema's problem is the one reported.
     with pytest.raises(ValueError, match="parameters must be"):
         tools([schema("first", {}), schema("bad name", {"type": "object"})])

@@ -15,7 +15,7 @@ __all__ = ["checked_schemas", "strict_problem"]
 
 # fullmatch, not "$": "$" would also accept a name ending in a newline.
 _NAME: Final = re.compile(r"[a-zA-Z0-9_-]{1,64}")
-_NAMES: Final = re.compile(r"[a-zA-Z0-9_-]{1,64}(?:,[a-zA-Z0-9_-]{1,64})*")
+_NAME_CHARS: Final = re.compile(r"[a-zA-Z0-9_,-]+")
 
 
 def checked_schemas(
@@ -43,10 +43,10 @@ def checked_schemas(
 
 
 def _plainly_valid(items: Sequence[object]) -> bool:
-    # The usual case in one pass: ToolSchema items with dict parameters of type "object",
-    # and every name checked by a single regex match over the names joined by commas (the
-    # comma count rules out a name that itself holds a comma). Anything else takes the
-    # per-schema path, which finds the first failure in order.
+    # The usual case in one pass: ToolSchema items with dict parameters of type "object".
+    # The names are then checked together: one character-class match over the names
+    # joined by commas (a name holding a comma changes the comma count), and their lengths.
+    # Anything else takes the per-schema path, which finds the first failure in order.
     names = []
     for schema in items:
         if type(schema) is not ToolSchema:
@@ -59,7 +59,13 @@ def _plainly_valid(items: Sequence[object]) -> bool:
         joined = ",".join(names)
     except TypeError:
         return False  # a name that is not a str
-    return _NAMES.fullmatch(joined) is not None and joined.count(",") == len(names) - 1
+    lengths = list(map(len, names))
+    return (
+        _NAME_CHARS.fullmatch(joined) is not None
+        and joined.count(",") == len(names) - 1
+        and min(lengths) > 0
+        and max(lengths) <= 64
+    )
 
 
 def _check(provider: str, schema: object) -> None:
