@@ -54,8 +54,8 @@ class Plan:
     stream_every: int
     stream_max_parallel: int
     adapters_n: int = 100  # calls per turn and schemas per export (integrations §2.9)
-    adapters_repeats: int = 31
-    adapters_inner: int = 50  # operations per sample
+    adapters_repeats: int = 61
+    adapters_inner: int = 20  # operations per sample
 
 
 FULL: Final = Plan(

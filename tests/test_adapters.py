@@ -538,3 +538,27 @@ def test_export_takes_any_mapping_and_checks_hand_built_schemas(provider: str) -
     # Checks run per schema in order: the first schema's problem is the one reported.
     with pytest.raises(ValueError, match="parameters must be"):
         tools([schema("first", {}), schema("bad name", {"type": "object"})])
+
+
+def test_read_turns_equal_turns_built_through_the_validators() -> None:
+    """A-036: a turn from read_calls is an ordinary ToolTurn, equal to one built by hand."""
+    caller = {"type": "program", "caller_id": "p"}
+    output = [
+        {"type": "function_call", "call_id": "a", "name": "echo", "arguments": "{}"},
+        {
+            "type": "function_call",
+            "call_id": "b",
+            "name": "echo",
+            "arguments": "{}",
+            "caller": caller,
+        },
+    ]
+    turn = openai_responses.read_calls(output)
+    by_hand = ToolTurn(
+        provider="openai_responses", calls=list(turn.calls), echo=[{}, {"caller": caller}]
+    )
+    assert turn == by_hand
+    assert hash(turn) == hash(by_hand)
+    assert repr(turn) == repr(by_hand)
+    assert type(turn.calls) is tuple
+    assert type(turn.echo) is tuple

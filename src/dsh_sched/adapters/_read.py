@@ -156,4 +156,4 @@ class TurnBuilder:
 
     def turn(self) -> ToolTurn:
         """The finished :class:`ToolTurn`."""
-        return ToolTurn(provider=self.provider, calls=self.calls, echo=self.echo)
+        return ToolTurn._trusted(self.provider, tuple(self.calls), tuple(self.echo))

@@ -117,3 +117,20 @@ class ToolTurn:
     def _check_echo(self, attribute: attrs.Attribute[Any], value: tuple[FrozenDict, ...]) -> None:
         if value and len(value) != len(self.calls):
             raise ValueError("ToolTurn.echo must be empty or have one entry per call")
+
+    @classmethod
+    def _trusted(
+        cls, provider: str, calls: tuple[ModelToolCall, ...], echo: tuple[FrozenDict, ...]
+    ) -> ToolTurn:
+        # For the adapters' own reader, which has already checked every field: skips the
+        # per-item validation that a turn built by an application goes through.
+        turn = object.__new__(cls)
+        _SET_PROVIDER(turn, provider)
+        _SET_CALLS(turn, calls)
+        _SET_ECHO(turn, echo)
+        return turn
+
+
+_SET_PROVIDER, _SET_CALLS, _SET_ECHO = (
+    vars(ToolTurn)[name].__set__ for name in ("provider", "calls", "echo")
+)
