@@ -123,11 +123,6 @@ class Model(Protocol):
         ...
 
 
-def _dump(item: Any) -> Any:
-    # The model's own output goes back into the history unchanged (ids, reasoning, ...).
-    return item.model_dump(mode="json", by_alias=True, exclude_unset=True)
-
-
 class OpenAIChat:
     """Chat Completions through ``openai.AsyncOpenAI``."""
 
@@ -147,7 +142,7 @@ class OpenAIChat:
             tools=tools,  # type: ignore[arg-type]
         )
         message = response.choices[0].message
-        history.append(_dump(message))
+        history.append(message)  # the model's own output, unchanged
         self.text = message.content or ""
         return self.codec.read_calls(message)
 
@@ -173,7 +168,7 @@ class OpenAIResponses:
             input=history,
             tools=tools,  # type: ignore[arg-type]
         )
-        history.extend(_dump(item) for item in response.output)
+        history.extend(response.output)  # reasoning and calls, unchanged
         self.text = response.output_text
         return self.codec.read_calls(response)
 
@@ -200,7 +195,7 @@ class AnthropicMessages:
             messages=history,
             tools=tools,  # type: ignore[arg-type]
         )
-        history.append({"role": "assistant", "content": [_dump(b) for b in message.content]})
+        history.append({"role": "assistant", "content": message.content})  # unchanged
         self.text = "".join(getattr(b, "text", "") for b in message.content if b.type == "text")
         return self.codec.read_calls(message)
 
