@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -319,3 +320,40 @@ def test_fake_server_is_bounded_in_requests() -> None:
 
     with serve("anthropic_messages", ["ok", "ok"], max_requests=1) as server:
         trio.run(main, server.url)
+
+
+def _readme_loop(provider: str) -> str:
+    """The README's loop for ``provider``: the Chat loop with the provider's lines spliced in."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = text.split("## Use it with OpenAI / Anthropic", 1)[1].split("\n## ", 1)[0]
+    chat, responses, messages = re.findall(r"```python\n(.*?)```", section, re.DOTALL)
+    if provider == "openai_chat":
+        return str(chat)
+    start = chat.index("        response = await client.chat")
+    end = chat.index("            return message.content\n") + len(
+        "            return message.content\n"
+    )
+    code = chat[:start] + (responses if provider == "openai_responses" else messages) + chat[end:]
+    code = code.replace("openai_chat as codec", f"{provider} as codec")
+    if provider == "anthropic_messages":
+        code = code.replace(
+            "from openai import AsyncOpenAI", "from anthropic import AsyncAnthropic"
+        )
+        code = code.replace("AsyncOpenAI()", "AsyncAnthropic()")
+    return str(code)
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_the_readme_loops_run_against_the_fake_servers(
+    provider: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    namespace: dict[str, Any] = {}
+    exec(_readme_loop(provider), namespace)
+    script: list[Step] = [[Call("add", '{"a": 2, "b": 3}'), Call("chart", '{"title": "t"}')], "5"]
+    with serve(provider, script, max_requests=2) as server:
+        for key, value in _environment(provider, server).items():
+            monkeypatch.setenv(key, value)
+        answer = trio.run(namespace["agent"], example.build_runtime(), "Add 2 and 3.", "m")
+    assert answer == "5"
+    assert server.rejections == []
+    assert len(server.requests) == 2
