@@ -65,9 +65,16 @@ class _Halt(Exception):
 
 
 @cache
-def _synthetic_result() -> ToolResult:
-    # Immutable, so one object serves every synthetic pair of every batch.
+def _plain_synthetic_result() -> ToolResult:
+    # Immutable, so one object serves every synthetic pair of every batch with no reason.
     return error_result(AbortError("ABORTED_BEFORE_DISPATCH"))
+
+
+def _synthetic_result(reason: object) -> ToolResult:
+    """``ABORTED_BEFORE_DISPATCH`` with the batch Abort's reason in its texts (§6 step 4)."""
+    if isinstance(reason, str) and reason:
+        return error_result(AbortError("ABORTED_BEFORE_DISPATCH", reason))
+    return _plain_synthetic_result()
 
 
 def leaves(exc: BaseException) -> list[BaseException]:
@@ -162,6 +169,8 @@ class Driver:
         "runtime",
         "scope",
         "sink",
+        "timeout",
+        "timer_scope",
         "waiter",
     )
 
@@ -178,6 +187,7 @@ class Driver:
         parent: ExecutionToken | None,
         root_call_id: str | None,
         keep_results: bool,
+        timeout: float | None = None,
     ) -> None:
         self.runtime = runtime
         self.calls = calls
@@ -189,6 +199,10 @@ class Driver:
         self.parent = parent
         self.root_call_id = root_call_id
         self.keep = keep_results
+        self.timeout = timeout
+        #: The timer's scope (see time_out), made here so that a driver that ends before
+        #: the timer task first runs still stops it.
+        self.timer_scope: trio.CancelScope | None = None if timeout is None else trio.CancelScope()
         self.plan = BatchPlan(len(calls))
         self.group: _Group | None = None
         self.group_mode: ExecutionMode | None = None
@@ -240,8 +254,11 @@ class Driver:
             return
         finally:
             # Whatever ended the driver, the host of the shared-scope nursery may go: it
-            # leaves once its running dispatch tasks have.
+            # leaves once its running dispatch tasks have. So may the timer: once the
+            # driver has ended, the batch has nothing left to time out.
             self._close_host()
+            if self.timer_scope is not None:
+                self.timer_scope.cancel()
         # Completed, or stopped by an internal failure: either way the batch delivers
         # nothing more, so the iteration can end now.
         self.end_iteration()
@@ -285,6 +302,7 @@ class Driver:
             additional_contexts=tuple(self.contexts),
             concludes_turn=self.concluded,
             aborted=abort.aborted,
+            abort_reason=abort.reason,
         )
         self.done = True
 
@@ -505,7 +523,8 @@ class Driver:
     def _synthesize(self, *, bookkeeping: bool) -> None:
         plan = self.plan
         sink = self.sink
-        result = _synthetic_result()
+        # One object for every synthetic pair of this batch: the reason cannot change.
+        result = _synthetic_result(self.abort.reason)
         number = self.number
         while (index := plan.take_unstarted()) is not None:
             call = self.calls[index]
@@ -596,6 +615,21 @@ class Driver:
             self.group = None
         self._synthesize(bookkeeping=True)
         self._deliver_contexts(bookkeeping=True)
+
+    # -- the batch timeout (scheduler.md §2.1) --------------------------------------------
+
+    @trio.lowlevel.enable_ki_protection
+    async def time_out(self, deadline: float) -> None:
+        """Fire the batch Abort at ``deadline`` unless the driver has ended by then.
+
+        KI-protected: a KeyboardInterrupt is delivered to an unprotected task instead, never
+        to this one, whose only job is a sleep.
+        """
+        assert self.timer_scope is not None
+        assert self.timeout is not None
+        with self.timer_scope:
+            await trio.sleep_until(deadline)
+            self.abort.abort(f"batch timeout after {format(self.timeout, 'g')} s")
 
     # -- the shared abort scope (runtime.md §7.4's equivalent mechanism) -------------------
 

@@ -142,6 +142,7 @@ class ExecState:
     __slots__ = (
         "body_started",
         "canonical",
+        "completed",
         "concluded",
         "ctx_active",
         "deferred",
@@ -156,6 +157,9 @@ class ExecState:
         self.runtime = runtime
         self.stage = Stage.CREATED
         self.body_started = False
+        #: The body's last return was a success, returned before the Abort fired: the Abort
+        #: never rewrites it (runtime.md §8.3, a "completed success").
+        self.completed = False
         self.concluded = False
         self.ctx_active = True
         self.deferred: list[UserMessage] | None = None

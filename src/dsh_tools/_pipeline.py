@@ -21,9 +21,10 @@ from ._calls import ExecState, Stage, ToolCall, ToolExecution, ToolRunContext
 from ._content import ImageContent, TextContent
 from ._decisions import UNSET, Accept, Allow, Ask, Block, Deny
 from ._definition import close_awaitable
-from ._errors import ToolNotFoundError, ToolOutputError, normalize_message
+from ._errors import ErrorCode, ToolNotFoundError, ToolOutputError, normalize_message
 from ._json import freeze_json
 from ._results import (
+    ErrorInfo,
     ToolError,
     ToolResult,
     aborted_result,
@@ -151,7 +152,7 @@ async def prepare(execution: ToolExecution) -> ReadyToDispatch | NeedsFinalize |
         return _needs_finish(state, execution, state.stage0_error)
     abort = execution.abort
     if abort._aborted:  # check A
-        return _needs_finish(state, execution, aborted_result(False))
+        return _needs_finish(state, execution, aborted_result(False, (), abort._reason))
     registry = state.runtime._registry
     scope = execution.scope
     if scope is None and not registry.global_owner.guards:
@@ -169,7 +170,7 @@ async def prepare(execution: ToolExecution) -> ReadyToDispatch | NeedsFinalize |
                 state.runtime.approval, execution, decision.reason
             )
             if cancelled and _fired(abort):  # check B
-                return _needs_finalize(state, execution, aborted_result(False))
+                return _needs_finalize(state, execution, aborted_result(False, (), abort._reason))
         elif type(decision) is Deny:
             denial = decision.reason
         else:
@@ -179,7 +180,7 @@ async def prepare(execution: ToolExecution) -> ReadyToDispatch | NeedsFinalize |
         if denial is not None:
             return _needs_finalize(state, execution, _denial_result(denial))
         if _fired(abort):  # check C
-            return _needs_finalize(state, execution, aborted_result(False))
+            return _needs_finalize(state, execution, aborted_result(False, (), abort._reason))
     except Exception as exc:
         return _needs_finish(state, execution, error_result(exc))
     state.stage = Stage.READY
@@ -204,9 +205,16 @@ def _needs_finalize(
     return NeedsFinalize(execution, result)
 
 
+_DENIED_INFO: Final = ErrorInfo("ToolDeniedError", ErrorCode.TOOL_DENIED)
+
+
 def _denial_result(reason: str) -> ToolResult:
+    # error_result(ToolDeniedError(reason)), without the empty-message normalization: a
+    # denial's message is its reason exactly as given, even "" (runtime.md §7.2 step 7).
     return ToolResult._trusted(
-        is_error=True, content=(TextContent("Error: " + reason),), error=ToolError(reason)
+        is_error=True,
+        content=(TextContent("Error: " + reason),),
+        error=ToolError(reason, _DENIED_INFO),
     )
 
 
@@ -283,8 +291,9 @@ def _dispatch_tail(state: ExecState, execution: ToolExecution, result: ToolResul
     deferred = state.deferred
     if deferred:
         result = replace_contexts(result, (*deferred, *result.additional_contexts))
-    if execution.abort._aborted and not result.is_error:  # check F
-        result = aborted_result(state.body_started, result.additional_contexts)
+    abort = execution.abort
+    if abort._aborted and not result.is_error and not state.completed:  # check F
+        result = aborted_result(state.body_started, result.additional_contexts, abort._reason)
     return result
 
 
@@ -362,7 +371,7 @@ async def _dispatch_shared(
         defn: Any = None if abort._aborted else registry.resolve(execution.name, scope)
         if defn is None:
             if _fired(abort):
-                result = aborted_result(False)
+                result = aborted_result(False, (), abort._reason)
             else:
                 result = error_result(ToolNotFoundError(execution.name))
         else:
@@ -370,6 +379,7 @@ async def _dispatch_shared(
             # saw unfired with no checkpoint since: only an enclosing scope can raise here.
             await trio.lowlevel.checkpoint_if_cancelled()
             state.body_started = True
+            state.completed = False
             try:
                 value = await defn.execute(execution.arguments, ToolRunContext._make(execution))
             except Exception as exc:
@@ -381,7 +391,7 @@ async def _dispatch_shared(
                 # What the per-call scope would have absorbed. (If the caller's scope is
                 # cancelled too, its Cancelled reaches the driver at its next checkpoint, and
                 # the cancellation bookkeeping turns this ABORTED into the same ABORTED.)
-                result = aborted_result(True)
+                result = aborted_result(True, (), abort._reason)
             except BaseExceptionGroup as group:
                 if not _fired(abort):
                     raise
@@ -390,7 +400,7 @@ async def _dispatch_shared(
                 # not an Exception.
                 rest = group.split(trio.Cancelled)[1]
                 if rest is None:
-                    result = aborted_result(True)
+                    result = aborted_result(True, (), abort._reason)
                 elif isinstance(rest, Exception):
                     result = error_result(rest)
                 else:
@@ -447,8 +457,10 @@ def _body_outcome(
         result = build_success(defn, execution, state, value)
     except ToolOutputError as exc:
         return error_result(exc)
-    if _fired(execution.abort):  # check E
-        return aborted_result(True)
+    abort = execution.abort
+    if _fired(abort):  # check E: returned after the Abort fired, so not completed
+        return aborted_result(True, (), abort._reason)
+    state.completed = True
     return result
 
 
@@ -457,7 +469,7 @@ async def _run_body(execution: ToolExecution) -> ToolResult:
     state = execution._state
     abort = execution.abort
     if abort._aborted:  # check D1
-        return aborted_result(False)
+        return aborted_result(False, (), abort._reason)
     defn = state.runtime._registry.resolve(execution.name, execution.scope)
     if defn is None:
         return error_result(ToolNotFoundError(execution.name))
@@ -474,6 +486,8 @@ async def _run_body(execution: ToolExecution) -> ToolResult:
             # raises here, before the body.
             await trio.lowlevel.checkpoint_if_cancelled()
             state.body_started = True
+            # Only the body's last return counts (a wrapper may call call_next() again).
+            state.completed = False
             try:
                 value = await defn.execute(execution.arguments, ToolRunContext._make(execution))
             except Exception as exc:
@@ -487,7 +501,7 @@ async def _run_body(execution: ToolExecution) -> ToolResult:
         scopes.pop(cancel_scope, None)
     if value is _NO_VALUE:
         # The per-call scope absorbed the Cancelled the Abort caused.
-        return aborted_result(True)
+        return aborted_result(True, (), abort._reason)
     return _body_outcome(state, execution, defn, value)
 
 
@@ -628,7 +642,7 @@ async def execute(runtime: ToolRuntime, call: ToolCall) -> ToolResult:
             await trio.lowlevel.checkpoint_if_cancelled()
             if execution.abort._aborted:  # check A: final
                 state.stage = Stage.NEEDS_FINISH
-                result = finish(execution, aborted_result(False))
+                result = finish(execution, aborted_result(False, (), execution.abort._reason))
             else:
                 # Stage 2 with no wrapper: _run_body's steps. No checkpoint since check A,
                 # so check D1 cannot fire.
@@ -706,7 +720,7 @@ def _unhooked_dispatch_result(
         result = outcome
     elif value is _NO_VALUE:
         # The per-call scope absorbed the Cancelled the Abort caused.
-        result = aborted_result(True)
+        result = aborted_result(True, (), execution.abort._reason)
     else:
         assert defn is not None
         result = _body_outcome(state, execution, defn, value)
@@ -738,8 +752,9 @@ async def finalize(step: NeedsFinalize) -> ToolResult:
         except Exception as exc:
             # The error wins: no cancellation override (runtime.md §7.5 step 5).
             return finish(execution, error_result(exc))
-    if execution.abort._aborted and not result.is_error:  # check G
-        result = aborted_result(state.body_started, result.additional_contexts)
+    abort = execution.abort
+    if abort._aborted and not result.is_error and not state.completed:  # check G
+        result = aborted_result(state.body_started, result.additional_contexts, abort._reason)
     return finish(execution, result)
 
 
@@ -887,10 +902,12 @@ def cancelled_result(execution: ToolExecution, result: ToolResult | None = None)
             )
         if result.is_error:
             return result
-        return aborted_result(state.body_started, result.additional_contexts)
+        return aborted_result(
+            state.body_started, result.additional_contexts, execution.abort._reason
+        )
     if state.stage0_error is not None:
         return state.stage0_error
-    return aborted_result(state.body_started, state.deferred_contexts())
+    return aborted_result(state.body_started, state.deferred_contexts(), execution.abort._reason)
 
 
 def is_cancellation(exc: BaseException) -> bool:
