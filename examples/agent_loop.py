@@ -222,19 +222,14 @@ async def _abort_on_interrupt(abort: Abort) -> None:
             return
 
 
-async def _abort_after(abort: Abort, seconds: float) -> None:
-    await trio.sleep(seconds)
-    abort.abort(f"batch timeout after {seconds:g} s")
-
-
 async def run_batch(runtime: ToolRuntime, turn: ToolTurn, *, turn_timeout: float) -> BatchOutcome:
     """Run one turn's calls; the turn timeout or Ctrl-C fires the batch ``Abort``."""
     abort = Abort()
     async with trio.open_nursery() as nursery:
         nursery.start_soon(_abort_on_interrupt, abort)
-        nursery.start_soon(_abort_after, abort, turn_timeout)
-        outcome = await run_tool_calls(runtime, turn.calls, abort=abort)
-        nursery.cancel_scope.cancel()  # the batch is over: stop watching
+        # timeout= fires the same Abort with the reason "batch timeout after <t> s".
+        outcome = await run_tool_calls(runtime, turn.calls, abort=abort, timeout=turn_timeout)
+        nursery.cancel_scope.cancel()  # the batch is over: stop watching for Ctrl-C
     return outcome
 
 
@@ -260,6 +255,8 @@ async def run_agent(
             show(f"answer: {model.final_text()}")
             return history
         outcome = await run_batch(runtime, turn, turn_timeout=turn_timeout)
+        if outcome.aborted:
+            show(f"batch aborted: {outcome.abort_reason}")
         for committed in outcome.results:
             text = " ".join(b.text for b in committed.result.content if isinstance(b, TextContent))
             show(f"  {committed.call.name}: {text}")

@@ -32,9 +32,8 @@ anthropic = pytest.importorskip("anthropic")
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "agent_loop.py"
 PROVIDERS = ["openai_chat", "openai_responses", "anthropic_messages"]
-# The wait is cut by the turn timeout. (runtime.md §8.1 appends the Abort's reason,
-# ": batch timeout after 0.5 s", once the runtime carries it.)
-TIMEOUT_TEXT = "Error: tool call aborted"
+# The wait is cut by the turn timeout; the result names it (runtime.md §8.1).
+TIMEOUT_TEXT = "Error: tool call aborted: batch timeout after 0.5 s"
 
 
 def _load_example() -> ModuleType:
@@ -139,9 +138,13 @@ def test_three_turns_end_to_end_with_the_real_sdk(
         "  chart: chart: sales",
     ]
     assert lines[1].startswith("  add: Error: invalid arguments: ")
-    assert lines[4] == "  note: noted"
-    assert lines[5].startswith(f"  wait: {TIMEOUT_TEXT}")
-    assert lines[6:] == ["  finish: 5, and a chart", "turn concluded by a tool"]
+    assert lines[4:] == [
+        "batch aborted: batch timeout after 0.5 s",
+        "  note: noted",
+        f"  wait: {TIMEOUT_TEXT}",
+        "  finish: 5, and a chart",
+        "turn concluded by a tool",
+    ]
     # Turn 1, as the server received it in request 2: four results and the image.
     results, rest = _results(provider, server.requests[1])
     assert len(results) == 4
