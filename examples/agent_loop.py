@@ -17,6 +17,7 @@ on a final answer or when a tool concludes the turn.
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import signal
 import sys
@@ -213,20 +214,31 @@ MODELS: Final[dict[str, Callable[[str], Model]]] = {
 # -- the loop ---------------------------------------------------------------------------------
 
 
-async def _abort_on_interrupt(abort: Abort) -> None:
+async def _abort_on_interrupt(
+    abort: Abort, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+) -> None:
     # Ctrl-C fires the batch's Abort instead of tearing the loop down: every call still
     # gets a result (the aborted ones say why), so the history stays answerable.
     with trio.open_signal_receiver(signal.SIGINT) as interrupts:
+        task_status.started()
         async for _ in interrupts:
             abort.abort("interrupted by the user")
             return
 
 
-async def run_batch(runtime: ToolRuntime, turn: ToolTurn, *, turn_timeout: float) -> BatchOutcome:
+async def run_batch(
+    runtime: ToolRuntime,
+    turn: ToolTurn,
+    *,
+    turn_timeout: float,
+    show: Callable[[str], None] = print,
+) -> BatchOutcome:
     """Run one turn's calls; the turn timeout or Ctrl-C fires the batch ``Abort``."""
     abort = Abort()
     async with trio.open_nursery() as nursery:
-        nursery.start_soon(_abort_on_interrupt, abort)
+        # Ctrl-C is caught from here on, before any tool runs.
+        await nursery.start(_abort_on_interrupt, abort)
+        show(f"calling {', '.join(call.name for call in turn.calls)}")
         # timeout= fires the same Abort with the reason "batch timeout after <t> s".
         outcome = await run_tool_calls(runtime, turn.calls, abort=abort, timeout=turn_timeout)
         nursery.cancel_scope.cancel()  # the batch is over: stop watching for Ctrl-C
@@ -254,7 +266,7 @@ async def run_agent(
         if not turn.calls:
             show(f"answer: {model.final_text()}")
             return history
-        outcome = await run_batch(runtime, turn, turn_timeout=turn_timeout)
+        outcome = await run_batch(runtime, turn, turn_timeout=turn_timeout, show=show)
         if outcome.aborted:
             show(f"batch aborted: {outcome.abort_reason}")
         for committed in outcome.results:
@@ -286,6 +298,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             args.prompt,
             max_turns=args.max_turns,
             turn_timeout=args.turn_timeout,
+            show=functools.partial(print, flush=True),
         )
     )
     return 0

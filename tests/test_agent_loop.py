@@ -11,6 +11,7 @@ import importlib.util
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -131,17 +132,20 @@ def test_three_turns_end_to_end_with_the_real_sdk(
     an image, a deferred context, a turn timeout and a concluding tool, all accepted."""
     server, history, lines = _run(provider, _three_turns(provider), monkeypatch)
     assert len(server.requests) == 3  # the concluding tool stops the loop
-    assert lines[:4] == [
+    assert lines[0] == "calling add, add, nope, chart"
+    assert lines[1:5] == [
         "  add: 5",
-        lines[1],
+        lines[2],
         '  nope: Error: unknown tool "nope"',
         "  chart: chart: sales",
     ]
-    assert lines[1].startswith("  add: Error: invalid arguments: ")
-    assert lines[4:] == [
+    assert lines[2].startswith("  add: Error: invalid arguments: ")
+    assert lines[5:] == [
+        "calling note, wait",
         "batch aborted: batch timeout after 0.5 s",
         "  note: noted",
         f"  wait: {TIMEOUT_TEXT}",
+        "calling finish",
         "  finish: 5, and a chart",
         "turn concluded by a tool",
     ]
@@ -173,7 +177,7 @@ def test_a_final_answer_ends_the_loop(provider: str, monkeypatch: pytest.MonkeyP
     script: list[Step] = [[Call("add", '{"a": 2, "b": 3}')], "The sum is 5."]
     server, _, lines = _run(provider, script, monkeypatch)
     assert len(server.requests) == 2
-    assert lines == ["  add: 5", "answer: The sum is 5."]
+    assert lines == ["calling add", "  add: 5", "answer: The sum is 5."]
 
 
 def test_the_example_runs_from_the_command_line() -> None:
@@ -189,7 +193,37 @@ def test_the_example_runs_from_the_command_line() -> None:
             check=False,
         )
     assert done.returncode == 0, done.stderr
-    assert done.stdout.splitlines() == ["  add: 5", "answer: The sum is 5."]
+    assert done.stdout.splitlines() == ["calling add", "  add: 5", "answer: The sum is 5."]
+    assert server.rejections == []
+
+
+def test_ctrl_c_aborts_the_batch_and_the_loop_goes_on() -> None:
+    script: list[Step] = [[Call("wait", '{"seconds": 30}')], "stopped"]
+    with serve("openai_chat", script, max_requests=2, max_seconds=60) as server:
+        env = {**os.environ, **_environment("openai_chat", server)}
+        process = subprocess.Popen(
+            [sys.executable, str(EXAMPLE), "--provider", "openai_chat", "Wait."],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        try:
+            assert process.stdout is not None
+            # Printed once the Ctrl-C handler is installed, just before the batch starts.
+            assert process.stdout.readline() == "calling wait\n"
+            process.send_signal(signal.SIGINT)
+            out, err = process.communicate(timeout=30)
+        finally:
+            process.kill()
+            process.wait()
+    assert process.returncode == 0, err
+    aborted, wait, answer = out.splitlines()
+    assert aborted == "batch aborted: interrupted by the user"
+    assert wait.startswith("  wait: Error: tool call aborted")
+    assert wait.endswith(": interrupted by the user")
+    assert answer == "answer: stopped"
+    assert "interrupted by the user" in _text(server.requests[1]["messages"][-1])
     assert server.rejections == []
 
 
