@@ -562,3 +562,28 @@ def test_read_turns_equal_turns_built_through_the_validators() -> None:
     assert repr(turn) == repr(by_hand)
     assert type(turn.calls) is tuple
     assert type(turn.echo) is tuple
+
+
+def test_a036_a_frozen_echo_entry_is_kept_as_is() -> None:
+    call = ModelToolCall(call_id="c", name="echo", arguments="{}")
+    entry = FrozenDict(toolset_name="t")
+    assert ToolTurn(provider="anthropic_messages", calls=[call], echo=[entry]).echo[0] is entry
+
+
+def test_a014_every_shape_of_a_call_reads_to_the_same_turn() -> None:
+    """A-010, A-013, A-014: the plain JSON the APIs send and its variants (typeless entries,
+    SDK-style items, ``caller: null``, an arguments object) give equal calls."""
+    function = {"name": "echo", "arguments": '{"text":"hi"}'}
+    chat_forms = [
+        {"id": "a", "type": "function", "function": function},
+        {"id": "a", "function": function},
+        {"id": "a", "type": "function", "function": {**function, "arguments": {"text": "hi"}}},
+    ]
+    turns = [openai_chat.read_calls({"role": "assistant", "tool_calls": [f]}) for f in chat_forms]
+    assert [t.calls[0].call_id for t in turns] == ["a", "a", "a"]
+    assert turns[0] == turns[1]
+    assert turns[2].calls[0].arguments == {"text": "hi"}
+    item = {"type": "function_call", "call_id": "a", "name": "echo", "arguments": "{}"}
+    plain = openai_responses.read_calls([item])
+    assert openai_responses.read_calls([{**item, "caller": None}]) == plain
+    assert openai_responses.read_calls([{"id": "x"}, item]) == plain  # an item without type

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Final, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 from dsh_tools import ImageContent, TextContent
 
@@ -13,7 +13,7 @@ from ._turn import IMAGE_MIME_TYPES, ProviderFormatError, ToolTurn
 from ._write import Committed, contexts_of, results_in_order
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Iterable, Sequence
 
     from dsh_tools import ContentBlock, ToolSchema, UserMessage
 
@@ -96,10 +96,14 @@ def read_calls(message: object) -> ToolTurn:
     tool_calls = root.get("tool_calls")
     if tool_calls is None:
         return builder.turn()
+    entries = as_list(PROVIDER, tool_calls, "tool_calls")
+    well_formed = _well_formed_calls(entries)
+    if well_formed is not None:
+        return ToolTurn._trusted(PROVIDER, well_formed, ())
     calls, seen = builder.calls, builder.seen
-    # The checks are inlined for the common, well-formed case; the builder's methods only
-    # run to raise the exact error (or to pass on an arguments object).
-    for index, item in enumerate(as_list(PROVIDER, tool_calls, "tool_calls")):
+    # The checked path: each field in document order; the builder's methods only run to
+    # raise the exact error (or to pass on an arguments object).
+    for index, item in enumerate(entries):
         entry = item if type(item) is dict else builder.entry(index, item)
         kind = entry.get("type")
         if kind is not None and kind != "function":
@@ -115,11 +119,35 @@ def read_calls(message: object) -> ToolTurn:
         if type(name) is not str or not name:
             name = builder.text(index, name, ".function.name")  # raises
         arguments = function.get("arguments")
-        if type(arguments) is str:
+        if isinstance(arguments, str):
             calls.append(ModelToolCall(call_id=call_id, name=name, arguments=arguments))
         else:
             builder.add(index, call_id, name, arguments, ".function.arguments", text_ok=True)
     return builder.turn()
+
+
+def _well_formed_calls(entries: Sequence[Any]) -> tuple[ModelToolCall, ...] | None:
+    # One optimistic pass for what the API sends: plain dicts of "type": "function" with
+    # ids and names that ModelToolCall accepts (exact str) and that are not empty, and no
+    # repeated id. Anything else (SDK objects, custom or typeless entries, a problem to
+    # report) gives None, and read_calls reads the list again on the checked path, which
+    # builds the same calls or raises the exact error.
+    calls = []
+    try:
+        for entry in entries:
+            if type(entry) is not dict or entry["type"] != "function":
+                return None
+            function = entry["function"]
+            call_id = entry["id"]
+            name = function["name"]
+            if not (call_id and name):
+                return None
+            calls.append(ModelToolCall(call_id=call_id, name=name, arguments=function["arguments"]))
+    except (KeyError, TypeError):
+        return None
+    if len({call.call_id for call in calls}) != len(calls):
+        return None
+    return tuple(calls)
 
 
 def _check_images(images: object) -> None:

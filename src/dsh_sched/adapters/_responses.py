@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from dsh_tools import FrozenDict, ImageContent, TextContent
 
@@ -14,7 +14,7 @@ from ._turn import IMAGE_MIME_TYPES, ToolTurn
 from ._write import Committed, contexts_of, echoed, results_in_order
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Iterable, Sequence
 
     from dsh_tools import ContentBlock, ToolSchema, UserMessage
 
@@ -90,9 +90,13 @@ def read_calls(output: object) -> ToolTurn:
     if isinstance(items, Mapping):
         items = items.get("output")  # a whole response
     builder = TurnBuilder(PROVIDER, "output", has_echo=True)
+    entries = as_list(PROVIDER, items, "output")
+    well_formed = _well_formed_calls(entries)
+    if well_formed is not None:
+        return ToolTurn._trusted(PROVIDER, well_formed, (EMPTY_ECHO,) * len(well_formed))
     calls, echoes, seen = builder.calls, builder.echo, builder.seen
-    # Checks inlined for the well-formed case; the builder's methods raise the exact errors.
-    for index, item in enumerate(as_list(PROVIDER, items, "output")):
+    # The checked path: each field in document order; the builder raises the exact errors.
+    for index, item in enumerate(entries):
         entry = item if type(item) is dict else builder.entry(index, item)
         if entry.get("type") != "function_call":
             continue
@@ -109,12 +113,36 @@ def read_calls(output: object) -> ToolTurn:
             # Copied back unchanged into the call's output item.
             echo = FrozenDict(caller=builder.frozen(index, caller, ".caller"))
         arguments = entry.get("arguments")
-        if type(arguments) is str:
+        if isinstance(arguments, str):
             calls.append(ModelToolCall(call_id=call_id, name=name, arguments=arguments))
             echoes.append(echo)
         else:
             builder.add(index, call_id, name, arguments, ".arguments", text_ok=True, echo=echo)
     return builder.turn()
+
+
+def _well_formed_calls(entries: Sequence[Any]) -> tuple[ModelToolCall, ...] | None:
+    # One optimistic pass for what the API sends: plain dict items whose function calls have
+    # call ids and names that ModelToolCall accepts (exact str) and that are not empty, no
+    # caller key and no repeated call id. Anything else gives None, and read_calls reads the
+    # list again on the checked path, which builds the same calls or raises the exact error.
+    calls = []
+    try:
+        for entry in entries:
+            if type(entry) is not dict:
+                return None
+            if entry["type"] != "function_call":
+                continue
+            call_id = entry["call_id"]
+            name = entry["name"]
+            if not (call_id and name) or "caller" in entry:
+                return None
+            calls.append(ModelToolCall(call_id=call_id, name=name, arguments=entry["arguments"]))
+    except (KeyError, TypeError):
+        return None
+    if len({call.call_id for call in calls}) != len(calls):
+        return None
+    return tuple(calls)
 
 
 def _part(block: ContentBlock) -> dict[str, object]:
