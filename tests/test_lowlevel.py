@@ -389,3 +389,21 @@ async def test_c031_cancelled_result_info_is_the_abort_error() -> None:
     assert replacement.error is not None
     assert replacement.error.message == "tool call aborted before dispatch"
     assert replacement.error.info == ErrorInfo("AbortError", "ABORTED_BEFORE_DISPATCH")
+
+
+async def test_finished_result_is_none_until_stage_4_and_then_the_observed_result() -> None:
+    """``lowlevel.finished_result``: ``None`` before stage 4, then the very result the
+    observers received; a wrong argument type is a ``TypeError``."""
+    runtime = ToolRuntime()
+    runtime.register(raw_tool())
+    observed = observe(runtime)
+    execution = lowlevel.create(runtime, tool_call())
+    assert lowlevel.finished_result(execution) is None
+    step = await lowlevel.prepare(execution)
+    assert isinstance(step, ReadyToDispatch)
+    assert lowlevel.finished_result(execution) is None
+    result = await lowlevel.finalize(await lowlevel.dispatch(step))  # type: ignore[arg-type]
+    assert lowlevel.finished_result(execution) is result
+    assert observed.results == [result]
+    with pytest.raises(TypeError, match="finished_result\\(\\) expects a ToolExecution, got str"):
+        lowlevel.finished_result("nope")  # type: ignore[arg-type]

@@ -77,6 +77,7 @@ from dsh_tools import (
     error_result,
     lowlevel,
 )
+from tests.helpers import assert_help_lists_each_command_on_one_line
 
 if TYPE_CHECKING:
     from dsh_sched._demo import DemoConsole
@@ -1002,6 +1003,20 @@ def test_usage_errors_exit_2(
     err = capsys.readouterr().err
     assert err.startswith("usage: python -m dsh_sched")
     assert message in err
+
+
+def test_help_lists_every_command_on_one_line_each(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``python -m dsh_sched --help`` names each subcommand with a one-line summary."""
+    monkeypatch.setenv("COLUMNS", "80")
+    assert_help_lists_each_command_on_one_line(cli._parser())
+    done = subprocess.run(
+        [sys.executable, "-m", "dsh_sched", "--help"],
+        capture_output=True,
+        check=False,
+        env={**os.environ, "COLUMNS": "80"},
+    )
+    assert done.returncode == 0
+    assert done.stdout.decode() == cli._parser().format_help()
 
 
 @pytest.fixture

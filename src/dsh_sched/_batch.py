@@ -288,7 +288,10 @@ class _BatchIterator:
             return None
         held = driver.held
         if held:
-            return held.popleft()
+            item = held.popleft()
+            # The driver may be parked until the reader makes room (backpressure).
+            driver.reader_waiter.wake()
+            return item
         return None
 
     async def __anext__(self) -> CommittedCall:
@@ -505,6 +508,7 @@ class Batch:
         # alive), so the iterator closing now is the one holding the claim.
         self._iter_ref = None
         self._driver.held = None
+        self._driver.reader_waiter.wake()
 
     def _iterator_gone(self, ref: weakref.ref[_BatchIterator]) -> None:
         # A consumer that broke out of ``async for`` dropped its iterator: the iteration
@@ -512,3 +516,4 @@ class Batch:
         if self._iter_ref is ref:
             self._iter_ref = None
             self._driver.held = None
+            self._driver.reader_waiter.wake()

@@ -140,12 +140,14 @@ class ExecState:
     """The runtime's private, mutable state of one execution (lives in its private slot)."""
 
     __slots__ = (
+        "active",
         "body_started",
         "canonical",
         "completed",
         "concluded",
         "ctx_active",
         "deferred",
+        "final",
         "finalizer",
         "lossless",
         "runtime",
@@ -165,6 +167,11 @@ class ExecState:
         self.deferred: list[UserMessage] | None = None
         self.canonical: list[ToolResult] | None = None
         self.finalizer: Any = None
+        #: A stage's frame (prepare, dispatch, finalize's post hooks) is running: a hook,
+        #: guard, wrapper or body calling lowlevel.finish on its own call is refused.
+        self.active = False
+        #: The result stage 4 recorded (lowlevel.finished_result); None until then.
+        self.final: ToolResult | None = None
         self.stage0_error: ToolResult | None = None
         #: The last success built from a value: known lossless, so stage 4 skips its check.
         self.lossless: ToolResult | None = None
