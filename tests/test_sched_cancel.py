@@ -14,7 +14,7 @@ import pytest
 import trio
 import trio.testing
 
-import dsh_sched._driver
+import dsh_tools._lane
 from dsh_sched import CallCommitted, CallStarted, RecordingSink, open_batch, run_tool_calls
 from dsh_sched.testing import TraceRecorder, check_trace
 from dsh_tools import (
@@ -62,8 +62,8 @@ def patch_dispatch(
 
         return stage(step, proceed)
 
-    monkeypatch.setattr(dsh_sched._driver, "dispatch", per_call)
-    monkeypatch.setattr(dsh_sched._driver, "dispatch_in_abort_scope", shared)
+    monkeypatch.setattr(dsh_tools._lane, "dispatch", per_call)
+    monkeypatch.setattr(dsh_tools._lane, "dispatch_in_abort_scope", shared)
 
 
 def code(result: ToolResult | None) -> str | None:
@@ -886,7 +886,7 @@ async def test_runtime_bug_in_finish_during_bookkeeping_is_logged(
     def broken_finish(execution: ToolExecution, result: ToolResult) -> ToolResult:
         raise RuntimeError("execution already finished")
 
-    monkeypatch.setattr(dsh_sched._driver, "finish", broken_finish)
+    monkeypatch.setattr(dsh_tools._lane, "finish", broken_finish)
     gates = Gates()
     runtime = ToolRuntime()
     runtime.register(gated_tool("r", parallel=True, steps=[], gates=gates))

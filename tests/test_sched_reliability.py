@@ -11,7 +11,7 @@ import pytest
 import trio
 import trio.testing
 
-import dsh_sched._driver
+import dsh_tools._lane
 from dsh_sched import (
     CallCommitted,
     CallStarted,
@@ -61,9 +61,9 @@ class Boom(BaseException):
 
 @pytest.mark.parametrize("raised", [KeyboardInterrupt, SystemExit, Boom])
 @pytest.mark.parametrize("where", ["observer", "finalizer"])
-@pytest.mark.parametrize("post_hook", [False, True], ids=["finish", "finalize"])
+@pytest.mark.parametrize("post_hook", [False, True, None], ids=["finish", "finalize", "final"])
 async def test_a_base_exception_out_of_stage_4_still_commits_the_call(
-    raised: type[BaseException], where: str, post_hook: bool
+    raised: type[BaseException], where: str, post_hook: bool | None
 ) -> None:
     """A result observer or ``finalize_content`` raising a ``BaseException`` while the batch
     commits a call: that call still gets its one ``on_result``, carrying the result it was
@@ -93,6 +93,14 @@ async def test_a_base_exception_out_of_stage_4_still_commits_the_call(
         )
     )
     runtime.on_result(observer)
+    if post_hook is None:
+        # A final result of stage 1 (a guard that raised): committed through finish() alone.
+        def guard(execution: ToolExecution) -> str | None:
+            if execution.call_id == "c2":
+                raise RuntimeError("guard broke")
+            return None
+
+        runtime.guard(guard)
     if post_hook:
 
         async def post(
@@ -112,8 +120,12 @@ async def test_a_base_exception_out_of_stage_4_still_commits_the_call(
     assert sorted(results) == ["c1", "c2", "c3"]
     assert results["c1"].is_error is False
     # c2 was finished before the exception escaped: its result is the one it got.
-    assert results["c2"].is_error is False
-    assert results["c2"].value == "c2"
+    if post_hook is None:
+        assert results["c2"].error is not None
+        assert results["c2"].error.message == "guard broke"
+    else:
+        assert results["c2"].is_error is False
+        assert results["c2"].value == "c2"
     # c3 never started: the native cancellation gives it a synthetic result.
     assert text_of(results["c3"]) == "Error: tool call aborted before dispatch"
 
@@ -224,17 +236,17 @@ async def test_a_call_starts_under_the_mode_it_was_classified_as(
             is_concurrency_safe=lambda arguments: parallel[0],
         )
     )
-    real_host = dsh_sched._driver.Driver._host
+    real_host = dsh_tools._lane.Lane._host
 
     async def host_with_a_flip(
-        self: dsh_sched._driver.Driver,
+        self: dsh_tools._lane.Lane,
         task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
     ) -> None:
         # What a task woken at this checkpoint (a consumer fed by the sink, say) may do.
         parallel[0] = False
         await real_host(self, task_status=task_status)
 
-    monkeypatch.setattr(dsh_sched._driver.Driver, "_host", host_with_a_flip)
+    monkeypatch.setattr(dsh_tools._lane.Lane, "_host", host_with_a_flip)
     sink = RecordingSink()
     outcome = await run_tool_calls(runtime, calls("t:c1", "t:c2"), sink=sink)
     assert [e.mode for e in sink.events if isinstance(e, CallStarted)] == [
@@ -327,3 +339,37 @@ async def test_a_slow_reader_bounds_what_keep_results_false_holds() -> None:
     assert max(ahead) <= HELD_LIMIT + 1
     assert batch.outcome is not None
     assert batch.outcome.results == ()
+
+
+async def test_synthetic_pairs_wait_for_a_slow_reader_too() -> None:
+    """Decision 36: a batch aborted before it starts gives every call a synthetic pair; with
+    ``keep_results=False`` and an iteration running, those wait for the reader as well."""
+    runtime = ToolRuntime()
+    runtime.register(_tool("t"))
+    n = 2 * HELD_LIMIT + 5
+    batch_calls = [ModelToolCall(call_id=f"c{i}", name="t", arguments="") for i in range(n)]
+    read = 0
+    committed = 0
+    ahead: list[int] = []
+
+    class Counting:
+        def on_call(self, event: CallStarted) -> None:
+            pass
+
+        def on_result(self, event: CallCommitted) -> None:
+            nonlocal committed
+            committed += 1
+            ahead.append(committed - read)
+
+        def on_context(self, event: object) -> None:
+            pass
+
+    batch = open_batch(runtime, batch_calls, keep_results=False, sink=Counting())
+    batch.abort.abort("before it started")
+    async with batch:
+        async for item in batch:
+            assert item.synthetic
+            read += 1
+            await trio.lowlevel.checkpoint()
+    assert read == committed == n
+    assert max(ahead) <= HELD_LIMIT + 1

@@ -32,7 +32,7 @@ import trio.testing
 from hypothesis import given
 from hypothesis import strategies as st
 
-import dsh_sched._driver
+import dsh_tools._lane
 from dsh_sched import (
     CallCommitted,
     CallStarted,
@@ -115,9 +115,9 @@ class PathSpy:
 
     def install(self, monkeypatch: pytest.MonkeyPatch) -> PathSpy:
         monkeypatch.setattr(
-            dsh_sched._driver, "dispatch_in_abort_scope", self.dispatch_in_abort_scope
+            dsh_tools._lane, "dispatch_in_abort_scope", self.dispatch_in_abort_scope
         )
-        monkeypatch.setattr(dsh_sched._driver, "dispatch", self.dispatch)
+        monkeypatch.setattr(dsh_tools._lane, "dispatch", self.dispatch)
         return self
 
 
@@ -1001,7 +1001,7 @@ async def test_s019_a_shared_stage_bug_is_the_failure_and_siblings_drain(
 
         return fail()
 
-    monkeypatch.setattr(dsh_sched._driver, "dispatch_in_abort_scope", buggy)
+    monkeypatch.setattr(dsh_tools._lane, "dispatch_in_abort_scope", buggy)
     harness = Harness([("parks", True), ("shielded_then_returns", True)])
     box: list[BaseException] = []
     with trio.fail_after(60):

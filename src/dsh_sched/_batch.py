@@ -291,7 +291,7 @@ class _BatchIterator:
         if held:
             item = held.popleft()
             # The driver may be parked until the reader makes room (backpressure).
-            driver.reader_waiter.wake()
+            driver.reader_waiter.unpark_all()
             return item
         return None
 
@@ -311,7 +311,7 @@ class _BatchIterator:
             if driver.ended:
                 self.close()
                 raise StopAsyncIteration
-            await driver.iter_waiter.wait()
+            await driver.iter_waiter.park()
 
     def close(self) -> None:
         """End this iteration; a new one may start."""
@@ -512,7 +512,7 @@ class Batch:
         # alive), so the iterator closing now is the one holding the claim.
         self._iter_ref = None
         self._driver.held = None
-        self._driver.reader_waiter.wake()
+        self._driver.reader_waiter.unpark_all()
 
     def _iterator_gone(self, ref: weakref.ref[_BatchIterator]) -> None:
         # A consumer that broke out of ``async for`` dropped its iterator: the iteration
@@ -520,4 +520,4 @@ class Batch:
         if self._iter_ref is ref:
             self._iter_ref = None
             self._driver.held = None
-            self._driver.reader_waiter.wake()
+            self._driver.reader_waiter.unpark_all()

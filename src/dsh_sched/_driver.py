@@ -1,46 +1,34 @@
-"""The batch driver: the ordered half of the scheduler (scheduler.md §3, §4, §6–§8).
+"""The batch driver: a model batch as a client of the lane (scheduler.md §3, §4, §6–§8).
 
-One :class:`Driver` per batch. Its :meth:`Driver.drive` task does everything ordered
-(classification, create, ``on_call``, prepare, commits, synthetic pairs, contexts); one
-dispatch task per call that reaches dispatch runs that call's dispatch stage. The
-decisions (what may start, what may commit) live in ``_plan``; the context manager and the
-exception rules of the block live in ``_batch``.
+One :class:`Driver` per batch. The ordered pool itself (classification, starts, the rolling
+pool, barriers, head-of-line commits, the cancellation bookkeeping of started calls) is the
+lane's, in ``dsh_tools.lowlevel``; the driver adds what is about a model's batch: building
+each ``ToolCall`` from the model's argument text, the sink's events, the synthetic pairs of
+calls never started, contexts, the outcome, the iteration buffer and the batch timeout. The
+context manager and the exception rules of the block live in ``_batch``.
 """
 
 from __future__ import annotations
 
 import logging
 from functools import cache
-from typing import TYPE_CHECKING, TypeAlias, final
+from typing import TYPE_CHECKING, final
 
 import trio
 
-from dsh_tools import AbortError, ExecutionMode, ToolCall, ToolDeniedError, error_result
-from dsh_tools.lowlevel import (
-    NeedsFinalize,
-    NeedsFinish,
-    ReadyToDispatch,
-    cancelled_result,
-    create,
-    dispatch,
-    dispatch_in_abort_scope,
-    finalize,
-    finish,
-    finished_result,
-    prepare,
-)
+from dsh_tools import AbortError, ToolCall, ToolDeniedError, error_result
+from dsh_tools.lowlevel import Lane, is_cancellation
 
 from ._calls import parse_arguments
 from ._outcome import BatchOutcome, CommittedCall
-from ._plan import BatchPlan, GroupPlan
 from ._sinks import CallCommitted, CallStarted, ContextAccepted
 
 if TYPE_CHECKING:
     import collections
-    from collections.abc import Awaitable
 
     from dsh_tools import (
         Abort,
+        ExecutionMode,
         ExecutionToken,
         Scope,
         ToolExecution,
@@ -60,14 +48,6 @@ HELD_LIMIT = 1024
 
 _log = logging.getLogger("dsh_sched")
 
-_Step = NeedsFinalize | NeedsFinish
-if TYPE_CHECKING:
-    _Group: TypeAlias = GroupPlan[ToolExecution, _Step]
-
-
-class _Halt(Exception):
-    """Internal: unwinds the driver after an internal failure was recorded elsewhere."""
-
 
 @cache
 def _plain_synthetic_result() -> ToolResult:
@@ -82,17 +62,8 @@ def _synthetic_result(reason: object) -> ToolResult:
     return _plain_synthetic_result()
 
 
-def _scope_closed_result(scope: Scope) -> ToolResult:
-    name = "" if scope.name is None else f' "{scope.name}"'
-    return error_result(
-        ToolDeniedError(
-            f"the batch's scope{name} was closed before this call started; "
-            "nothing runs in a closed scope's name"
-        )
-    )
-
-
 def leaves(exc: BaseException) -> list[BaseException]:
+    """The exceptions in ``exc``, groups flattened, in order."""
     out: list[BaseException] = []
     pending = [exc]
     while pending:
@@ -104,60 +75,28 @@ def leaves(exc: BaseException) -> list[BaseException]:
     return out
 
 
-def is_cancellation(exc: BaseException) -> bool:
-    """``Cancelled``, or a group holding ``Cancelled`` and no other non-``Exception``.
-
-    The same rule as the runtime's (runtime.md §8.4): such a group is native cancellation
-    arriving through a hook's own nursery.
-    """
-    if isinstance(exc, trio.Cancelled):
-        return True
-    if isinstance(exc, Exception) or not isinstance(exc, BaseExceptionGroup):
-        return False
-    found = leaves(exc)
-    return all(isinstance(leaf, (Exception, trio.Cancelled)) for leaf in found) and any(
-        isinstance(leaf, trio.Cancelled) for leaf in found
+def _scope_closed_result(scope: Scope) -> ToolResult:
+    name = "" if scope.name is None else f' "{scope.name}"'
+    return error_result(
+        ToolDeniedError(
+            f"the batch's scope{name} was closed before this call started; "
+            "nothing runs in a closed scope's name"
+        )
     )
 
 
 @final
-class _Waiter:
-    """One parked task and a wake-up: cheaper than an Event per wait, no closure per park."""
-
-    __slots__ = ("_task",)
-
-    def __init__(self) -> None:
-        self._task: trio.lowlevel.Task | None = None
-
-    @trio.lowlevel.enable_ki_protection
-    async def wait(self) -> None:
-        self._task = trio.lowlevel.current_task()
-        await trio.lowlevel.wait_task_rescheduled(self._abort)
-
-    @trio.lowlevel.enable_ki_protection
-    def _abort(self, raise_cancel: object) -> trio.lowlevel.Abort:
-        self._task = None
-        return trio.lowlevel.Abort.SUCCEEDED
-
-    @trio.lowlevel.enable_ki_protection
-    def wake(self) -> None:
-        task = self._task
-        if task is not None:
-            self._task = None
-            trio.lowlevel.reschedule(task)
-
-
-@final
 class Driver:
-    """All state of one running batch, and the tasks that advance it.
+    """One running batch: the lane's client, and what the batch adds to it.
 
-    :class:`~dsh_sched.Batch` owns the nursery and the block's exceptions; everything else
-    (the plan, the executions, the collected results and contexts, the first internal
-    failure, the first native exception, the iteration buffer) lives here.
+    :class:`~dsh_sched.Batch` owns the nursery and the block's exceptions; the lane owns the
+    ordered pool; everything about the model's batch (its calls, sink, synthetic pairs,
+    contexts, outcome, iteration buffer, timeout) lives here.
     """
 
     __slots__ = (
         "abort",
+        "bookkeeping",
         "calls",
         "concluded",
         "context_owners",
@@ -165,32 +104,22 @@ class Driver:
         "contexts_sent",
         "done",
         "ended",
-        "failure",
         "final",
-        "group",
-        "group_mode",
         "held",
-        "host_waiter",
-        "inner",
         "iter_waiter",
         "keep",
-        "max_parallel",
-        "native",
+        "lane",
         "number",
-        "nursery",
         "parent",
         "pending_call",
         "pending_index",
-        "plan",
         "reader_waiter",
         "results",
         "root_call_id",
-        "runtime",
         "scope",
         "sink",
         "timeout",
         "timer_scope",
-        "waiter",
     )
 
     def __init__(
@@ -208,12 +137,10 @@ class Driver:
         keep_results: bool,
         timeout: float | None = None,
     ) -> None:
-        self.runtime = runtime
         self.calls = calls
         self.number = number
         self.scope = scope
         self.abort = abort
-        self.max_parallel = max_parallel
         self.sink = sink
         self.parent = parent
         self.root_call_id = root_call_id
@@ -222,23 +149,14 @@ class Driver:
         #: The timer's scope (see time_out), made here so that a driver that ends before
         #: the timer task first runs still stops it.
         self.timer_scope: trio.CancelScope | None = None if timeout is None else trio.CancelScope()
-        self.plan = BatchPlan(len(calls))
-        self.group: _Group | None = None
-        self.group_mode: ExecutionMode | None = None
+        self.lane = Lane(runtime, self, abort=abort, max_parallel=max_parallel, calls=len(calls))
         self.pending_index = -1
         self.pending_call: ToolCall | None = None
-        self.nursery: trio.Nursery | None = None
-        #: The nursery of wrapper-free dispatch tasks, opened inside the batch Abort's
-        #: move_on_abort() scope (see _host); None until the first parallel group.
-        self.inner: trio.Nursery | None = None
-        self.host_waiter: _Waiter | None = None
-        #: The first internal failure (§8); later ones are logged at DEBUG.
-        self.failure: Exception | None = None
-        #: The first KeyboardInterrupt/SystemExit-like exception (§9).
-        self.native: BaseException | None = None
-        #: The driver completed (by finishing or by abort); ``final`` is the outcome.
+        #: The batch completed (by finishing or by abort); ``final`` is the outcome.
         self.done = False
         self.final: BatchOutcome | None = None
+        #: The cancellation bookkeeping runs: sink failures are logged, not raised (§7).
+        self.bookkeeping = False
         #: Nothing more will be delivered to the iterator.
         self.ended = False
         self.results: list[CommittedCall] = []
@@ -246,94 +164,92 @@ class Driver:
         #: while no iteration runs, so nothing is held then.
         self.held: collections.deque[CommittedCall] | None = None
         #: The driver, parked until the iteration reads (keep_results=False backpressure).
-        self.reader_waiter = _Waiter()
-        self.iter_waiter = _Waiter()
-        self.waiter = _Waiter()
+        # trio's own parking lots: one task parks in each (the driver, the iterator).
+        self.reader_waiter = trio.lowlevel.ParkingLot()
+        self.iter_waiter = trio.lowlevel.ParkingLot()
         self.contexts: list[UserMessage] = []
         self.context_owners: list[int] = []
         self.contexts_sent = 0
         self.concluded = False
 
+    # The lane's state, as the batch reads it.
+
+    @property
+    def failure(self) -> Exception | None:
+        """The first internal failure (§8), if any."""
+        return self.lane.failure
+
+    @property
+    def native(self) -> BaseException | None:
+        """The first ``KeyboardInterrupt``-like exception (§9), if any."""
+        return self.lane.native
+
+    @property
+    def nursery(self) -> trio.Nursery | None:
+        """The batch's nursery (the lane starts its tasks there)."""
+        return self.lane.nursery
+
+    @nursery.setter
+    def nursery(self, nursery: trio.Nursery) -> None:
+        self.lane.nursery = nursery
+
+    def note_native(self, exc: BaseException) -> None:
+        self.lane.note_native(exc)
+
     def end_iteration(self) -> None:
         """Nothing more will be committed: wake the iterator so it can stop."""
         self.ended = True
-        self.iter_waiter.wake()
+        self.iter_waiter.unpark_all()
 
     @trio.lowlevel.enable_ki_protection
     async def drive(self) -> None:
-        # No exception escapes this task except cancellation (§9a): an Exception is the
-        # internal failure, anything else native cancellation of the batch.
+        # No exception escapes this task except cancellation (§9a): the lane records an
+        # Exception as the internal failure and anything else as native cancellation.
+        lane = self.lane
         try:
-            await self._run()
-        except _Halt:
-            pass
-        except Exception as exc:
-            self.fail(exc)
-        except BaseException as exc:
-            if is_cancellation(exc):
-                raise
-            self.interrupt(exc)
-            return
+            if not await lane.run():
+                if lane.failure is None:
+                    return  # interrupted: the batch's exit does the bookkeeping
+            else:
+                try:
+                    while not self._synthesize(bookkeeping=False):
+                        await self._wait_for_reader()
+                    self._deliver_contexts(bookkeeping=False)
+                except Exception as exc:
+                    lane.fail(exc)
+                except BaseException as exc:
+                    if is_cancellation(exc):
+                        raise
+                    lane.interrupt(exc)
+                    return
+                else:
+                    self.final = BatchOutcome(
+                        results=tuple(self.results) if self.keep else (),
+                        additional_contexts=tuple(self.contexts),
+                        concludes_turn=self.concluded,
+                        aborted=self.abort.aborted,
+                        abort_reason=self.abort.reason,
+                    )
+                    self.done = True
         finally:
-            # Whatever ended the driver, the host of the shared-scope nursery may go: it
-            # leaves once its running dispatch tasks have. So may the timer: once the
-            # driver has ended, the batch has nothing left to time out.
-            self._close_host()
+            # Once the driver has ended, the batch has nothing left to time out.
             if self.timer_scope is not None:
                 self.timer_scope.cancel()
         # Completed, or stopped by an internal failure: either way the batch delivers
         # nothing more, so the iteration can end now.
         self.end_iteration()
 
-    async def _run(self) -> None:
-        # A cancel point on every path, also for a batch that never reaches the runtime
-        # (no calls, or an abort already fired): a caller cancelled before the batch ran
-        # gets the §7 bookkeeping (synthetic pairs) and its Cancelled.
-        await trio.lowlevel.checkpoint_if_cancelled()
-        plan = self.plan
-        abort = self.abort
-        runtime = self.runtime
-        while plan.pending():
-            if abort.aborted:
-                break
-            index = plan.next
-            tool_call = self._tool_call(index)
-            mode = runtime.execution_mode(tool_call)
-            exclusive = mode is not ExecutionMode.PARALLEL
-            group: _Group = GroupPlan(
-                index,
-                plan.group_size(exclusive=exclusive),
-                parallel=not exclusive,
-                max_parallel=self.max_parallel,
-            )
-            if self.host_waiter is None and group.overlaps():
-                # Bodies will run side by side: from now on they share one abort scope.
-                # Starting its host is a checkpoint, and a task woken there may change the
-                # registry: classify the head again, so that a call always starts under
-                # the mode it was classified as with no checkpoint in between (§4.2).
-                assert self.nursery is not None
-                await self.nursery.start(self._host)
-                continue
-            self.group = group
-            self.group_mode = mode
-            await self._run_group(group, mode)
-            plan.advance(group.to_start)
-            self.group = None
-            if group.observed_abort:
-                break
-        while not self._synthesize(bookkeeping=False):
-            await self._wait_for_reader()
-        self._deliver_contexts(bookkeeping=False)
-        self.final = BatchOutcome(
-            results=tuple(self.results) if self.keep else (),
-            additional_contexts=tuple(self.contexts),
-            concludes_turn=self.concluded,
-            aborted=abort.aborted,
-            abort_reason=abort.reason,
-        )
-        self.done = True
+    @trio.lowlevel.enable_ki_protection
+    def bookkeep(self) -> None:
+        """Cancellation bookkeeping (§7): synchronous, so no shield is needed."""
+        self.bookkeeping = True
+        self.lane.bookkeep()
+        self._synthesize(bookkeeping=True)
+        self._deliver_contexts(bookkeeping=True)
 
-    def _tool_call(self, index: int) -> ToolCall:
+    # -- the lane's client ----------------------------------------------------------------
+
+    def call_at(self, index: int) -> ToolCall:
         """The call's ToolCall, built once: a reclassified call keeps its arguments object."""
         if self.pending_index == index and self.pending_call is not None:
             return self.pending_call
@@ -352,59 +268,7 @@ class Driver:
         self.pending_call = tool_call
         return tool_call
 
-    async def _run_group(self, group: _Group, mode: ExecutionMode) -> None:
-        await self._fill(group, mode)
-        while group.running:
-            await self.waiter.wait()
-            if self.failure is not None:
-                raise _Halt
-            if group.ready() is not None:
-                await self._commit_ready(group, mode)
-            await self._fill(group, mode)
-        await self._commit_ready(group, mode)
-        if not group.done():
-            # A dispatch task ended without a result: it was cancelled (the caller's
-            # scope, or the nursery after a native exception). The commits above may not
-            # have reached a checkpoint, so deliver the cancellation here; the bookkeeping
-            # then finishes the hole and everything after it.
-            await trio.lowlevel.checkpoint_if_cancelled()
-            raise AssertionError("unreachable: a dispatch ended without a result")
-
-    async def _fill(self, group: _Group, mode: ExecutionMode) -> None:
-        abort = self.abort
-        while group.can_start():
-            # A cancelled batch starts nothing more: deliver the cancellation now rather
-            # than at the next call's prepare. (A cancel point, not a schedule point.)
-            await trio.lowlevel.checkpoint_if_cancelled()
-            # The abort check precedes every start, including a group's first (§6).
-            if abort.aborted:
-                group.stop(abort=True)
-                return
-            index = group.next_index()
-            tool_call = self._tool_call(index)
-            if group.needs_reclassification() and (
-                self.runtime.execution_mode(tool_call) is not ExecutionMode.PARALLEL
-            ):
-                # A barrier found by live reclassification: no more starts; the running
-                # calls drain and commit, and the outer loop classifies it again (§4.3).
-                group.stop()
-                return
-            # No checkpoint between that classification and create(): the mode a call
-            # starts under is the mode it was classified as.
-            await self._start(group, index, tool_call, mode)
-            if group.ready() is not None:  # most starts leave nothing to commit yet
-                await self._commit_ready(group, mode)
-
-    @trio.lowlevel.enable_ki_protection
-    def _begin(
-        self, group: _Group, index: int, tool_call: ToolCall, mode: ExecutionMode
-    ) -> tuple[ToolExecution, int]:
-        # create(), the plan's record and on_call as one step: a KeyboardInterrupt cannot
-        # land between them, so a started call always has its on_call (§4.2 step 2).
-        execution = create(self.runtime, tool_call)
-        gi = group.started(execution)
-        # The call is started: from here on it gets its result from the runtime or from
-        # the cancellation bookkeeping, never a synthetic pair.
+    def on_start(self, index: int, execution: ToolExecution, mode: ExecutionMode) -> None:
         sink = self.sink
         if sink is not None:
             sink.on_call(
@@ -417,124 +281,16 @@ class Driver:
                     synthetic=False,
                 )
             )
-        return execution, gi
 
-    async def _start(
-        self, group: _Group, index: int, tool_call: ToolCall, mode: ExecutionMode
-    ) -> None:
-        execution, gi = self._begin(group, index, tool_call, mode)
+    def refusal(self, index: int) -> ToolResult | None:
         scope = self.scope
         if scope is not None and scope.closed:
             # Fail closed (decision 35): the scope's restrictions and guards are gone with
             # it, so nothing may run on its behalf any more.
-            group.store(gi, NeedsFinish(execution, _scope_closed_result(scope)))
-            return
-        step = await prepare(execution)
-        # A failure recorded while prepare was awaited leaves this call undispatched
-        # (scheduler.md §13 example 5).
-        if self.failure is not None:
-            raise _Halt
-        if isinstance(step, ReadyToDispatch):
-            group.dispatching()
-            # start_soon copies the driver's context now, after this call's prepare (§3).
-            inner = self.inner
-            if inner is not None and (shared := dispatch_in_abort_scope(step)) is not None:
-                inner.start_soon(self._dispatch, group, gi, shared, name="dsh_sched.dispatch")
-            else:
-                assert self.nursery is not None
-                self.nursery.start_soon(
-                    self._dispatch, group, gi, dispatch(step), name="dsh_sched.dispatch"
-                )
-        else:
-            group.store(gi, step)
+            return _scope_closed_result(scope)
+        return None
 
-    @trio.lowlevel.enable_ki_protection
-    async def _dispatch(
-        self, group: _Group, gi: int, stage: Awaitable[_Step | ReadyToDispatch]
-    ) -> None:
-        result: _Step | None = None
-        try:
-            outcome = await stage
-            if type(outcome) is ReadyToDispatch:
-                # A wrapper was registered before this task ran (its stage 2 start): the
-                # call leaves the shared scope and is dispatched with its own scope, still
-                # running as far as the group is concerned. The new task starts with this
-                # task's context: the driver's after prepare.
-                assert self.nursery is not None
-                self.nursery.start_soon(
-                    self._dispatch, group, gi, dispatch(outcome), name="dsh_sched.dispatch"
-                )
-                return
-            result = outcome
-        except Exception as exc:
-            self.fail(exc)
-        except BaseException as exc:
-            if is_cancellation(exc):
-                # The slot stays empty: the bookkeeping asks the runtime for the
-                # cancelled result of this execution.
-                group.dispatched(gi, None)
-                self.waiter.wake()
-                raise
-            self.interrupt(exc)
-        group.dispatched(gi, result)
-        self.waiter.wake()
-
-    async def _commit_ready(self, group: _Group, mode: ExecutionMode) -> None:
-        # Head of line: only the first uncommitted call may commit; a fast later call's
-        # result waits behind a slow earlier one.
-        while (step := group.ready()) is not None:
-            if isinstance(step, NeedsFinalize):
-                try:
-                    result = await finalize(step)
-                except BaseException as exc:
-                    self._commit_interrupted(group, mode, step, exc)
-                    raise
-                # A finalize that completed after a failure was recorded is not recorded.
-                if self.failure is not None:
-                    raise _Halt
-                self._commit(group, mode, result)
-            else:
-                self._finish_and_commit(group, mode, step)
-            if self.held is not None and len(self.held) >= HELD_LIMIT:
-                await self._wait_for_reader()
-
-    async def _wait_for_reader(self) -> None:
-        """Backpressure (decision 36): with ``keep_results=False`` and an iteration running,
-        at most :data:`HELD_LIMIT` committed calls wait for the reader; the driver parks
-        until it has read (or stopped iterating), so a long batch holds bounded memory."""
-        while (held := self.held) is not None and len(held) >= HELD_LIMIT:
-            await self.reader_waiter.wait()
-            if self.failure is not None:
-                raise _Halt
-
-    @trio.lowlevel.enable_ki_protection
-    def _finish_and_commit(self, group: _Group, mode: ExecutionMode, step: NeedsFinish) -> None:
-        try:
-            result = finish(step.execution, step.result)
-        except BaseException as exc:
-            self._commit_interrupted(group, mode, step, exc)
-            raise
-        self._commit(group, mode, result)
-
-    def _commit_interrupted(
-        self, group: _Group, mode: ExecutionMode, step: _Step, exc: BaseException
-    ) -> None:
-        """A finalizer or a result observer raised ``exc``, a ``KeyboardInterrupt`` say, out of
-        stage 4: the call is finished all the same, so commit the result it was finished
-        with before ``exc`` goes on (an ``Exception`` is an internal failure: nothing more
-        is committed, §8)."""
-        if isinstance(exc, Exception):
-            return
-        result = finished_result(step.execution)
-        if result is not None:
-            self._commit(group, mode, result)
-
-    @trio.lowlevel.enable_ki_protection
-    def _commit(self, group: _Group, mode: ExecutionMode, result: ToolResult) -> None:
-        # KI-protected so a KeyboardInterrupt cannot split a commit (finish, on_result,
-        # delivery); the cursor moves first, so the bookkeeping never finishes it twice.
-        index = group.commit_index()
-        group.committed()
+    def on_commit(self, index: int, result: ToolResult, mode: ExecutionMode | None) -> None:
         call = self.calls[index]
         sink = self.sink
         if sink is not None:
@@ -545,12 +301,29 @@ class Driver:
                     )
                 )
             except BaseException as exc:
-                if not isinstance(exc, Exception):
+                if self.bookkeeping:
+                    self._sink_error(exc, bookkeeping=True)
+                elif not isinstance(exc, Exception):
                     # Native cancellation from the sink: the call has had its one
                     # on_result, so complete its commit before propagating.
                     self._accept(index, call, result, mode, False)
-                raise
+                    raise
+                else:
+                    raise
         self._accept(index, call, result, mode, False)
+
+    async def after_commit(self) -> None:
+        if self.held is not None and len(self.held) >= HELD_LIMIT:
+            await self._wait_for_reader()
+
+    async def _wait_for_reader(self) -> None:
+        """Backpressure (decision 36): with ``keep_results=False`` and an iteration running,
+        at most :data:`HELD_LIMIT` committed calls wait for the reader; the driver parks
+        until it has read (or stopped iterating), so a long batch holds bounded memory."""
+        while (held := self.held) is not None and len(held) >= HELD_LIMIT:
+            await self.reader_waiter.park()
+            if self.lane.failure is not None:
+                return
 
     def _accept(
         self,
@@ -571,12 +344,12 @@ class Driver:
             self.results.append(
                 CommittedCall(index=index, call=call, result=result, synthetic=synthetic, mode=mode)
             )
-            self.iter_waiter.wake()
+            self.iter_waiter.unpark_all()
         elif self.held is not None:
             self.held.append(
                 CommittedCall(index=index, call=call, result=result, synthetic=synthetic, mode=mode)
             )
-            self.iter_waiter.wake()
+            self.iter_waiter.unpark_all()
 
     # -- synthetic pairs, contexts, bookkeeping (scheduler.md §6, §7) ---------------------
 
@@ -592,7 +365,7 @@ class Driver:
             _log.error("sink failed during cancellation bookkeeping", exc_info=exc)
             return None
         if bookkeeping:
-            self.note_native(exc)
+            self.lane.note_native(exc)
             return None
         return exc
 
@@ -602,12 +375,12 @@ class Driver:
         Returns ``False`` when it stopped early for the reader (see
         :meth:`_wait_for_reader`; never during the bookkeeping, which must not await).
         """
-        plan = self.plan
+        lane = self.lane
         sink = self.sink
         # One object for every synthetic pair of this batch: the reason cannot change.
         result = _synthetic_result(self.abort.reason)
         number = self.number
-        while (index := plan.take_unstarted()) is not None:
+        while (index := lane.take_unstarted()) is not None:
             call = self.calls[index]
             interrupted: BaseException | None = None
             if sink is not None:
@@ -662,45 +435,6 @@ class Driver:
                 if self._sink_error(exc, bookkeeping=bookkeeping) is not None:
                     raise
 
-    @trio.lowlevel.enable_ki_protection
-    def bookkeep(self) -> None:
-        """Cancellation bookkeeping (§7): synchronous, so no shield is needed."""
-        group = self.group
-        if group is not None:
-            mode = self.group_mode
-            sink = self.sink
-            for index, execution, step in group.uncommitted():
-                group.committed()
-                call = self.calls[index]
-                try:
-                    # Finished already when stage 4 itself was interrupted: keep that result.
-                    result = finished_result(execution) or finish(
-                        execution,
-                        cancelled_result(execution, None if step is None else step.result),
-                    )
-                except Exception as exc:
-                    # A runtime bug; the call is left without a result rather than faked.
-                    _log.error("could not finish a cancelled call", exc_info=exc)
-                    continue
-                if sink is not None:
-                    try:
-                        sink.on_result(
-                            CallCommitted(
-                                batch=self.number,
-                                index=index,
-                                call=call,
-                                result=result,
-                                synthetic=False,
-                            )
-                        )
-                    except BaseException as exc:
-                        self._sink_error(exc, bookkeeping=True)
-                self._accept(index, call, result, mode, False)
-            self.plan.advance(group.to_start)
-            self.group = None
-        self._synthesize(bookkeeping=True)
-        self._deliver_contexts(bookkeeping=True)
-
     # -- the batch timeout (scheduler.md §2.1) --------------------------------------------
 
     @trio.lowlevel.enable_ki_protection
@@ -715,50 +449,3 @@ class Driver:
         with self.timer_scope:
             await trio.sleep_until(deadline)
             self.abort.abort(f"batch timeout after {format(self.timeout, 'g')} s")
-
-    # -- the shared abort scope (runtime.md §7.4's equivalent mechanism) -------------------
-
-    @trio.lowlevel.enable_ki_protection
-    async def _host(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        """Hold a nursery open inside the batch Abort's scope for wrapper-free dispatches.
-
-        Firing the Abort cancels that one scope, and with it every body running in the
-        nursery: no per-call cancel scope to create, enter, register and exit.
-        """
-        waiter = self.host_waiter = _Waiter()
-        with self.abort.move_on_abort():
-            async with trio.open_nursery() as inner:
-                self.inner = inner
-                task_status.started()
-                try:
-                    await waiter.wait()
-                finally:
-                    self.inner = None
-
-    def _close_host(self) -> None:
-        waiter = self.host_waiter
-        if waiter is not None:
-            waiter.wake()
-
-    # -- failures -------------------------------------------------------------------------
-
-    def fail(self, exc: Exception) -> None:
-        """Record an internal failure (§8): the first is kept, later ones ignored."""
-        if self.failure is None:
-            self.failure = exc
-            self.waiter.wake()
-        else:
-            _log.debug("ignoring a later internal failure", exc_info=exc)
-
-    def note_native(self, exc: BaseException) -> None:
-        if self.native is None:
-            self.native = exc
-        else:
-            _log.error("ignoring %r after an earlier %r", exc, self.native)
-
-    def interrupt(self, exc: BaseException) -> None:
-        """A KeyboardInterrupt / SystemExit escaped a task: cancel the batch natively (§9)."""
-        first = self.native is None
-        self.note_native(exc)
-        if first and self.nursery is not None:
-            self.nursery.cancel_scope.cancel()

@@ -17,6 +17,12 @@ A driver that runs many calls sharing one ``Abort`` side by side may run the dis
 stages that no wrapper applies to under one cancel scope linked to that ``Abort``, instead
 of one scope per call: see :func:`dispatch_in_abort_scope`.
 
+:class:`Lane` is that driver, once for every client: an ordered pool of calls (a rolling
+pool of parallel-safe calls, exclusive calls alone as barriers, commits in queue order) over
+a queue fixed up front (``dsh_sched``'s model batches) or growing while it runs (Code Mode's
+sub-calls). Its client (:class:`LaneClient`) says where calls come from and records what
+they become.
+
 On ``trio.Cancelled`` (or an exception group holding one, runtime.md §8.4) a driver calls
 ``finish(execution, cancelled_result(execution, r))`` with ``r`` the result of the last
 state it holds, if any. Each execution is finished exactly once; :func:`finished_result`
@@ -24,6 +30,7 @@ tells a driver the result of one that is finished (for example when a result obs
 ``KeyboardInterrupt`` out of :func:`finish`), so that it can record it instead.
 """
 
+from ._lane import Lane, LaneClient, LaneStatistics
 from ._pipeline import (
     NeedsFinalize,
     NeedsFinish,
@@ -35,10 +42,14 @@ from ._pipeline import (
     finalize,
     finish,
     finished_result,
+    is_cancellation,
     prepare,
 )
 
 __all__ = [
+    "Lane",
+    "LaneClient",
+    "LaneStatistics",
     "NeedsFinalize",
     "NeedsFinish",
     "ReadyToDispatch",
@@ -49,5 +60,6 @@ __all__ = [
     "finalize",
     "finish",
     "finished_result",
+    "is_cancellation",
     "prepare",
 ]

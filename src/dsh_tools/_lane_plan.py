@@ -1,10 +1,11 @@
-"""The scheduler's decision logic as plain data: no trio, no I/O (scheduler.md §4).
+"""The lane's decision logic as plain data: no trio, no I/O (scheduler.md §4, code-mode §5).
 
-The trio driver (``_batch.py``) owns the awaits; this module owns the bookkeeping of what may
-start next and what may commit next. :class:`BatchPlan` is the outer loop over groups;
-:class:`GroupPlan` is one group: a rolling pool of dispatch stages with a head-of-line commit
-cursor. Executions and stage results are opaque to it (type parameters), so it is tested
-with plain objects and no event loop.
+The lane (``_lane.py``) owns the awaits; this module owns the bookkeeping of what may start
+next and what may commit next. :class:`QueuePlan` is the outer loop over groups, over a queue
+that is either fixed up front (a model's batch) or grows while the lane runs (a Code Mode
+program's sub-calls); :class:`GroupPlan` is one group: a rolling pool of dispatch stages with a
+head-of-line commit cursor. Executions and stage results are opaque to it (type parameters),
+so it is tested with plain objects and no event loop.
 
 Positions inside a group are *group positions* ``gi`` (0 for the group's first call); the
 batch index of ``gi`` is ``start + gi``.
@@ -14,7 +15,7 @@ from __future__ import annotations
 
 from typing import Generic, TypeVar, final
 
-__all__ = ["BatchPlan", "GroupPlan"]
+__all__ = ["GroupPlan", "QueuePlan"]
 
 E = TypeVar("E")
 S = TypeVar("S")
@@ -84,6 +85,13 @@ class GroupPlan(Generic[E, S]):
         are reclassified.
         """
         return self.parallel and self.to_start > 0
+
+    def grow(self, count: int) -> None:
+        """The queue grew by ``count`` calls right after this parallel group's last call:
+        they join it (the pool keeps rolling; each is classified when it would start)."""
+        if not self.parallel:
+            raise ValueError("an exclusive group does not grow")
+        self.size += count
 
     def stop(self, *, abort: bool = False) -> None:
         """Stop starting calls: the batch was aborted, or a barrier was found."""
@@ -155,14 +163,31 @@ class GroupPlan(Generic[E, S]):
 
 
 @final
-class BatchPlan:
-    """The outer loop over groups (§4.1): ``next`` is the first call not yet handled."""
+class QueuePlan:
+    """The outer loop over groups (§4.1): ``next`` is the first call not yet handled.
 
-    __slots__ = ("n", "next")
+    The queue holds ``n`` calls. A fixed queue (``closed=True``) never grows; an open one
+    grows with :meth:`extend` until :meth:`close`.
+    """
 
-    def __init__(self, n: int) -> None:
+    __slots__ = ("closed", "n", "next")
+
+    def __init__(self, n: int = 0, *, closed: bool = True) -> None:
         self.n = n
         self.next = 0
+        self.closed = closed
+
+    def extend(self, count: int) -> None:
+        """Append ``count`` calls to an open queue."""
+        if self.closed:
+            raise ValueError("the queue is closed")
+        if count < 0:
+            raise ValueError(f"cannot extend the queue by {count}")
+        self.n += count
+
+    def close(self) -> None:
+        """No call joins the queue any more (idempotent)."""
+        self.closed = True
 
     def pending(self) -> bool:
         """Whether a call remains to be classified."""
@@ -179,7 +204,8 @@ class BatchPlan:
         self.next += started
 
     def take_unstarted(self) -> int | None:
-        """Claim the next never-started call for a synthetic pair; ``None`` when none is left."""
+        """Claim the next never-started call (for a synthetic pair or a refusal); ``None``
+        when none is left."""
         if self.next >= self.n:
             return None
         index = self.next

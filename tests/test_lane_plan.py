@@ -1,6 +1,6 @@
-"""The pure scheduling state machine (dsh_sched._plan; scheduler.md §4), without trio.
+"""The pure scheduling state machine (dsh_tools._lane_plan; scheduler.md §4), without trio.
 
-These tests import the private ``_plan`` module on purpose: it is the sync core the driver
+These tests import the private ``_lane_plan`` module on purpose: it is the sync core the driver
 is built on, tested like h11's state machine, with plain objects for executions and steps.
 """
 
@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dsh_sched._plan import BatchPlan, GroupPlan
+from dsh_tools._lane_plan import GroupPlan, QueuePlan
 
 
 def group(size: int = 4, *, parallel: bool = True, max_parallel: int = 2) -> GroupPlan[str, str]:
@@ -123,7 +123,7 @@ def test_invalid_groups_are_rejected(size: int, parallel: bool) -> None:
 
 
 def test_batch_plan_groups_and_synthetic_suffix() -> None:
-    plan = BatchPlan(5)
+    plan = QueuePlan(5)
     assert plan.group_size(exclusive=True) == 1
     assert plan.group_size(exclusive=False) == 5
     plan.advance(2)
@@ -135,7 +135,7 @@ def test_batch_plan_groups_and_synthetic_suffix() -> None:
 
 
 def test_batch_plan_rejects_bad_advances() -> None:
-    plan = BatchPlan(2)
+    plan = QueuePlan(2)
     with pytest.raises(ValueError, match="cannot advance"):
         plan.advance(3)
     with pytest.raises(ValueError, match="cannot advance"):
@@ -176,3 +176,34 @@ def test_random_interleavings_keep_the_pool_bound_and_model_order(
         g.committed()
     assert committed == list(range(g.to_start))
     assert g.done()
+
+
+def test_an_open_queue_grows_until_closed() -> None:
+    """code-mode §5: a Code Mode program's queue grows while the lane runs."""
+    plan = QueuePlan(closed=False)
+    assert not plan.pending()
+    plan.extend(2)
+    assert plan.pending()
+    assert plan.group_size(exclusive=False) == 2
+    plan.advance(2)
+    assert not plan.pending()
+    plan.extend(1)
+    assert plan.take_unstarted() == 2
+    plan.close()
+    plan.close()  # idempotent
+    with pytest.raises(ValueError, match="the queue is closed"):
+        plan.extend(1)
+    with pytest.raises(ValueError, match="cannot extend the queue by -1"):
+        QueuePlan(closed=False).extend(-1)
+
+
+def test_a_parallel_group_grows_with_its_queue() -> None:
+    g: GroupPlan[str, str] = GroupPlan(0, 1, parallel=True, max_parallel=3)
+    g.started("a")
+    assert not g.can_start()
+    g.grow(2)
+    assert g.can_start()
+    assert g.size == 3
+    exclusive: GroupPlan[str, str] = GroupPlan(0, 1, parallel=False, max_parallel=3)
+    with pytest.raises(ValueError, match="an exclusive group does not grow"):
+        exclusive.grow(1)

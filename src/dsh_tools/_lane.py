@@ -1,0 +1,572 @@
+"""The lane: one ordered pool of calls driven through the stage contract.
+
+A lane starts the calls of a queue in order, one at a time, in one driver task; runs the
+dispatch stages of parallel-safe calls side by side in a bounded rolling pool and every other
+call alone as a barrier; and commits results in queue order, head of line (scheduler.md §3,
+§4; code-mode §5.3, §5.4). It exists once and serves every client: ``dsh_sched``'s model
+batches (a queue fixed up front) and Code Mode's sub-calls (a queue that grows while a
+program runs). What a client adds (where calls come from, events, what happens to calls
+never started, the outcome) goes through :class:`LaneClient`.
+
+The decisions are plain data in ``_lane_plan``; this module owns the awaits. Its tasks are
+KI-protected: a ``KeyboardInterrupt`` that arrives in them is delivered by trio to the main
+task at its next checkpoint, which then cancels the lane natively (decision 37).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Protocol, TypeAlias, final
+
+import attrs
+import trio
+
+from ._definition import ExecutionMode
+from ._lane_plan import GroupPlan, QueuePlan
+from ._pipeline import (
+    NeedsFinalize,
+    NeedsFinish,
+    ReadyToDispatch,
+    cancelled_result,
+    create,
+    dispatch,
+    dispatch_in_abort_scope,
+    finalize,
+    finish,
+    finished_result,
+    is_cancellation,
+    prepare,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable
+
+    from ._abort import Abort
+    from ._calls import ToolCall, ToolExecution
+    from ._results import ToolResult
+    from ._runtime import ToolRuntime
+
+__all__ = ["Lane", "LaneClient", "LaneStatistics"]
+
+_log = logging.getLogger("dsh_tools")
+
+_Step: TypeAlias = NeedsFinalize | NeedsFinish
+if TYPE_CHECKING:
+    _Group: TypeAlias = GroupPlan[ToolExecution, _Step]
+
+
+class LaneClient(Protocol):
+    """What a lane asks of the code that feeds it (a model batch, a Code Mode run).
+
+    Every method is called from the lane's driver task, one at a time. An ``Exception``
+    from one is the lane's internal failure (:attr:`Lane.failure`): nothing more starts or
+    commits, and it is re-raised alone by the lane's owner.
+    """
+
+    def call_at(self, index: int) -> ToolCall:
+        """The ``ToolCall`` of queue position ``index``: built once, the same object on
+        every later call (a classifier sees the same arguments each time)."""
+        ...
+
+    def on_start(self, index: int, execution: ToolExecution, mode: ExecutionMode) -> None:
+        """The call at ``index`` was just created under ``mode``; no checkpoint since."""
+        ...
+
+    def refusal(self, index: int) -> ToolResult | None:
+        """A result that finishes the call instead of preparing it, or ``None`` to go on."""
+        ...
+
+    def on_commit(self, index: int, result: ToolResult, mode: ExecutionMode | None) -> None:
+        """The call at ``index`` was finished with ``result``: record it, in queue order.
+
+        If it raises a non-``Exception`` (a sink's ``KeyboardInterrupt``), it must have
+        recorded the commit first: the call is committed either way.
+        """
+        ...
+
+    async def after_commit(self) -> None:
+        """Awaited after each commit on the lane's ordered path (not during the
+        bookkeeping): the place for backpressure. A checkpoint is allowed."""
+        ...
+
+
+@final
+@attrs.frozen(kw_only=True)
+class LaneStatistics:
+    """A snapshot of a lane (like ``trio.Event.statistics()``).
+
+    Attributes:
+        calls: Calls in the queue so far.
+        started: Calls started (created) so far.
+        running: Dispatch stages in flight now.
+        committed: Calls committed so far, by the lane (not counting calls its client
+            recorded without starting them).
+        group_mode: The mode of the group being run, or ``None`` between groups.
+        aborted: Whether the lane's ``Abort`` has fired.
+    """
+
+    calls: int
+    started: int
+    running: int
+    committed: int
+    group_mode: ExecutionMode | None
+    aborted: bool
+
+
+class _Halt(Exception):
+    """Internal: unwinds the driver after an internal failure was recorded elsewhere."""
+
+
+@final
+class _Waiter:
+    """One parked task and a wake-up: cheaper than an Event per wait, no closure per park."""
+
+    __slots__ = ("_task",)
+
+    def __init__(self) -> None:
+        self._task: trio.lowlevel.Task | None = None
+
+    @trio.lowlevel.enable_ki_protection
+    async def wait(self) -> None:
+        self._task = trio.lowlevel.current_task()
+        await trio.lowlevel.wait_task_rescheduled(self._abort)
+
+    @trio.lowlevel.enable_ki_protection
+    def _abort(self, raise_cancel: object) -> trio.lowlevel.Abort:
+        self._task = None
+        return trio.lowlevel.Abort.SUCCEEDED
+
+    @trio.lowlevel.enable_ki_protection
+    def wake(self) -> None:
+        task = self._task
+        if task is not None:
+            self._task = None
+            trio.lowlevel.reschedule(task)
+
+
+@final
+class Lane:
+    """One ordered pool of calls (see the module docstring); driven by :meth:`run`.
+
+    Args:
+        runtime: The runtime that executes the calls.
+        client: Where calls come from and where results go.
+        abort: The ``Abort`` every call shares; once it fires nothing more starts.
+        max_parallel: The most dispatch stages of one parallel group running at once.
+        calls: How many calls the queue holds; with ``open_queue=True``, how many so far.
+        open_queue: The queue grows with :meth:`extend` until :meth:`close`.
+
+    Set :attr:`nursery` before :meth:`run`: the lane starts its dispatch tasks (and the
+    host of its shared abort scope) there.
+    """
+
+    __slots__ = (
+        "abort",
+        "client",
+        "committed_count",
+        "failure",
+        "group",
+        "group_mode",
+        "host_waiter",
+        "inner",
+        "max_parallel",
+        "native",
+        "nursery",
+        "plan",
+        "runtime",
+        "started_count",
+        "waiter",
+    )
+
+    def __init__(
+        self,
+        runtime: ToolRuntime,
+        client: LaneClient,
+        *,
+        abort: Abort,
+        max_parallel: int,
+        calls: int = 0,
+        open_queue: bool = False,
+    ) -> None:
+        self.runtime = runtime
+        self.client = client
+        self.abort = abort
+        self.max_parallel = max_parallel
+        self.plan = QueuePlan(calls, closed=not open_queue)
+        self.group: _Group | None = None
+        self.group_mode: ExecutionMode | None = None
+        self.nursery: trio.Nursery | None = None
+        #: The nursery of wrapper-free dispatch tasks, opened inside the Abort's
+        #: move_on_abort() scope (see _host); None until the first overlapping group.
+        self.inner: trio.Nursery | None = None
+        self.host_waiter: _Waiter | None = None
+        #: The first internal failure (scheduler.md §8); later ones are logged at DEBUG.
+        self.failure: Exception | None = None
+        #: The first KeyboardInterrupt/SystemExit-like exception (scheduler.md §9).
+        self.native: BaseException | None = None
+        self.waiter = _Waiter()
+        self.started_count = 0
+        self.committed_count = 0
+
+    # -- the queue ------------------------------------------------------------------------
+
+    def extend(self, count: int = 1) -> None:
+        """Append ``count`` calls to an open queue (their ``ToolCall``s come from the client)."""
+        plan = self.plan
+        end = plan.n
+        plan.extend(count)
+        group = self.group
+        if group is not None and group.parallel and group.start + group.size == end:
+            group.grow(count)
+        self.waiter.wake()
+
+    def close(self) -> None:
+        """No call joins an open queue any more: :meth:`run` returns once it is drained."""
+        self.plan.close()
+        self.waiter.wake()
+
+    def take_unstarted(self) -> int | None:
+        """Claim the next call the lane never started (after :meth:`run`, or in the
+        bookkeeping); ``None`` when none is left."""
+        return self.plan.take_unstarted()
+
+    def statistics(self) -> LaneStatistics:
+        """A frozen snapshot of the lane's counters."""
+        group = self.group
+        return LaneStatistics(
+            calls=self.plan.n,
+            started=self.started_count,
+            running=0 if group is None else group.running,
+            committed=self.committed_count,
+            group_mode=self.group_mode if group is not None else None,
+            aborted=self.abort.aborted,
+        )
+
+    # -- the ordered loop (scheduler.md §4.1) ---------------------------------------------
+
+    @trio.lowlevel.enable_ki_protection
+    async def run(self) -> bool:
+        """Drive the queue until it is drained (and closed) or the ``Abort`` stops it.
+
+        Returns ``True`` when the ordered loop ended (every started call committed; calls
+        never started are the client's, through :meth:`take_unstarted`), ``False`` when
+        an internal failure or a ``KeyboardInterrupt``-like exception stopped it (see
+        :attr:`failure`, :attr:`native`). Only cancellation propagates.
+        """
+        try:
+            await self._run()
+        except _Halt:
+            return False
+        except Exception as exc:
+            self.fail(exc)
+            return False
+        except BaseException as exc:
+            if is_cancellation(exc):
+                raise
+            self.interrupt(exc)
+            return False
+        finally:
+            # However the loop ended, the host of the shared-scope nursery may go: it leaves
+            # once its running dispatch tasks have.
+            self.close_host()
+        return True
+
+    async def _run(self) -> None:
+        # A cancel point on every path, also for a lane that never reaches the runtime (no
+        # calls, or an abort already fired): a caller cancelled before the lane ran gets
+        # the bookkeeping and its Cancelled.
+        await trio.lowlevel.checkpoint_if_cancelled()
+        plan = self.plan
+        abort = self.abort
+        runtime = self.runtime
+        client = self.client
+        while True:
+            if not plan.pending():
+                if plan.closed:
+                    return
+                await self.waiter.wait()  # an open queue: wait for a call or the close
+                continue
+            if abort._aborted:
+                return
+            index = plan.next
+            tool_call = client.call_at(index)
+            mode = runtime.execution_mode(tool_call)
+            exclusive = mode is not ExecutionMode.PARALLEL
+            group: _Group = GroupPlan(
+                index,
+                plan.group_size(exclusive=exclusive),
+                parallel=not exclusive,
+                max_parallel=self.max_parallel,
+            )
+            if self.host_waiter is None and group.overlaps():
+                # Bodies will run side by side: from now on they share one abort scope.
+                # Starting its host is a checkpoint, and a task woken there may change the
+                # registry: classify the head again, so that a call always starts under
+                # the mode it was classified as with no checkpoint in between (§4.2).
+                assert self.nursery is not None
+                await self.nursery.start(self._host)
+                continue
+            self.group = group
+            self.group_mode = mode
+            await self._run_group(group, mode)
+            plan.advance(group.to_start)
+            self.group = None
+            if group.observed_abort:
+                return
+
+    async def _run_group(self, group: _Group, mode: ExecutionMode) -> None:
+        await self._fill(group, mode)
+        while group.running:
+            await self.waiter.wait()
+            if self.failure is not None:
+                raise _Halt
+            if group.ready() is not None:
+                await self._commit_ready(group, mode)
+            await self._fill(group, mode)
+        await self._commit_ready(group, mode)
+        if not group.done():
+            # A dispatch task ended without a result: it was cancelled (the caller's
+            # scope, or the nursery after a native exception). The commits above may not
+            # have reached a checkpoint, so deliver the cancellation here; the bookkeeping
+            # then finishes the hole and everything after it.
+            await trio.lowlevel.checkpoint_if_cancelled()
+            raise AssertionError("unreachable: a dispatch ended without a result")
+
+    async def _fill(self, group: _Group, mode: ExecutionMode) -> None:
+        abort = self.abort
+        while group.can_start():
+            # A cancelled lane starts nothing more: deliver the cancellation now rather
+            # than at the next call's prepare. (A cancel point, not a schedule point.)
+            await trio.lowlevel.checkpoint_if_cancelled()
+            # The abort check precedes every start, including a group's first (§6).
+            if abort._aborted:
+                group.stop(abort=True)
+                return
+            index = group.next_index()
+            tool_call = self.client.call_at(index)
+            if group.needs_reclassification() and (
+                self.runtime.execution_mode(tool_call) is not ExecutionMode.PARALLEL
+            ):
+                # A barrier found by live reclassification: no more starts; the running
+                # calls drain and commit, and the outer loop classifies it again (§4.3).
+                group.stop()
+                return
+            # No checkpoint between that classification and create(): the mode a call
+            # starts under is the mode it was classified as.
+            await self._start(group, index, tool_call, mode)
+            if group.ready() is not None:  # most starts leave nothing to commit yet
+                await self._commit_ready(group, mode)
+
+    # -- starting (scheduler.md §4.2) ------------------------------------------------------
+
+    @trio.lowlevel.enable_ki_protection
+    def _begin(
+        self, group: _Group, index: int, tool_call: ToolCall, mode: ExecutionMode
+    ) -> tuple[ToolExecution, int]:
+        # create(), the plan's record and the client's start event as one step: a
+        # KeyboardInterrupt cannot land between them, so a started call is always known.
+        execution = create(self.runtime, tool_call)
+        gi = group.started(execution)
+        self.started_count += 1
+        # The call is started: from here on it gets its result from the runtime or from
+        # the cancellation bookkeeping, never from the client.
+        self.client.on_start(index, execution, mode)
+        return execution, gi
+
+    async def _start(
+        self, group: _Group, index: int, tool_call: ToolCall, mode: ExecutionMode
+    ) -> None:
+        execution, gi = self._begin(group, index, tool_call, mode)
+        refusal = self.client.refusal(index)
+        if refusal is not None:
+            group.store(gi, NeedsFinish(execution, refusal))
+            return
+        step = await prepare(execution)
+        # A failure recorded while prepare was awaited leaves this call undispatched
+        # (scheduler.md §13 example 5).
+        if self.failure is not None:
+            raise _Halt
+        if isinstance(step, ReadyToDispatch):
+            group.dispatching()
+            # start_soon copies the driver's context now, after this call's prepare (§3).
+            inner = self.inner
+            if inner is not None and (shared := dispatch_in_abort_scope(step)) is not None:
+                inner.start_soon(self._dispatch, group, gi, shared, name="dsh_tools.dispatch")
+            else:
+                assert self.nursery is not None
+                self.nursery.start_soon(
+                    self._dispatch, group, gi, dispatch(step), name="dsh_tools.dispatch"
+                )
+        else:
+            group.store(gi, step)
+
+    @trio.lowlevel.enable_ki_protection
+    async def _dispatch(
+        self, group: _Group, gi: int, stage: Awaitable[_Step | ReadyToDispatch]
+    ) -> None:
+        result: _Step | None = None
+        try:
+            outcome = await stage
+            if type(outcome) is ReadyToDispatch:
+                # A wrapper was registered before this task ran (its stage 2 start): the
+                # call leaves the shared scope and is dispatched with its own scope, still
+                # running as far as the group is concerned. The new task starts with this
+                # task's context: the driver's after prepare.
+                assert self.nursery is not None
+                self.nursery.start_soon(
+                    self._dispatch, group, gi, dispatch(outcome), name="dsh_tools.dispatch"
+                )
+                return
+            result = outcome
+        except Exception as exc:
+            self.fail(exc)
+        except BaseException as exc:
+            if is_cancellation(exc):
+                # The slot stays empty: the bookkeeping asks the runtime for the
+                # cancelled result of this execution.
+                group.dispatched(gi, None)
+                self.waiter.wake()
+                raise
+            self.interrupt(exc)
+        group.dispatched(gi, result)
+        self.waiter.wake()
+
+    # -- committing (scheduler.md §4.2) ----------------------------------------------------
+
+    async def _commit_ready(self, group: _Group, mode: ExecutionMode) -> None:
+        # Head of line: only the first uncommitted call may commit; a fast later call's
+        # result waits behind a slow earlier one.
+        client = self.client
+        while (step := group.ready()) is not None:
+            if isinstance(step, NeedsFinalize):
+                try:
+                    result = await finalize(step)
+                except BaseException as exc:
+                    self._commit_interrupted(group, mode, step, exc)
+                    raise
+                # A finalize that completed after a failure was recorded is not recorded.
+                if self.failure is not None:
+                    raise _Halt
+                self._commit(group, mode, result)
+            else:
+                self._finish_and_commit(group, mode, step)
+            await client.after_commit()
+            if self.failure is not None:
+                raise _Halt
+
+    @trio.lowlevel.enable_ki_protection
+    def _finish_and_commit(self, group: _Group, mode: ExecutionMode, step: NeedsFinish) -> None:
+        try:
+            result = finish(step.execution, step.result)
+        except BaseException as exc:
+            self._commit_interrupted(group, mode, step, exc)
+            raise
+        self._commit(group, mode, result)
+
+    def _commit_interrupted(
+        self, group: _Group, mode: ExecutionMode, step: _Step, exc: BaseException
+    ) -> None:
+        """A finalizer or a result observer raised ``exc``, a ``KeyboardInterrupt`` say, out of
+        stage 4: the call is finished all the same, so commit the result it was finished
+        with before ``exc`` goes on (an ``Exception`` is an internal failure: nothing more
+        is committed, §8)."""
+        if isinstance(exc, Exception):
+            return
+        result = finished_result(step.execution)
+        if result is not None:
+            self._commit(group, mode, result)
+
+    @trio.lowlevel.enable_ki_protection
+    def _commit(self, group: _Group, mode: ExecutionMode, result: ToolResult) -> None:
+        # KI-protected so a KeyboardInterrupt cannot split a commit; the cursor moves first,
+        # so the bookkeeping never finishes it twice.
+        index = group.commit_index()
+        group.committed()
+        self.committed_count += 1
+        self.client.on_commit(index, result, mode)
+
+    # -- cancellation bookkeeping (scheduler.md §7) ---------------------------------------
+
+    @trio.lowlevel.enable_ki_protection
+    def bookkeep(self) -> None:
+        """Give every started, uncommitted call its cancellation result, in queue order.
+
+        Synchronous (no shield needed): call it once the lane's tasks have ended, after a
+        cancellation or a ``KeyboardInterrupt``. An ``Exception`` from the client is logged
+        and the bookkeeping goes on; anything else is noted in :attr:`native`.
+        """
+        group = self.group
+        if group is None:
+            return
+        mode = self.group_mode
+        client = self.client
+        for index, execution, step in group.uncommitted():
+            group.committed()
+            try:
+                # Finished already when stage 4 itself was interrupted: keep that result.
+                result = finished_result(execution) or finish(
+                    execution,
+                    cancelled_result(execution, None if step is None else step.result),
+                )
+            except Exception as exc:
+                # A runtime bug; the call is left without a result rather than faked.
+                _log.error("could not finish a cancelled call", exc_info=exc)
+                continue
+            self.committed_count += 1
+            try:
+                client.on_commit(index, result, mode)
+            except Exception as exc:
+                _log.error("recording a cancelled call failed", exc_info=exc)
+            except BaseException as exc:
+                self.note_native(exc)
+        self.plan.advance(group.to_start)
+        self.group = None
+
+    # -- the shared abort scope (runtime.md §7.4's equivalent mechanism) -------------------
+
+    @trio.lowlevel.enable_ki_protection
+    async def _host(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Hold a nursery open inside the Abort's scope for wrapper-free dispatches.
+
+        Firing the Abort cancels that one scope, and with it every body running in the
+        nursery: no per-call cancel scope to create, enter, register and exit.
+        """
+        waiter = self.host_waiter = _Waiter()
+        with self.abort.move_on_abort():
+            async with trio.open_nursery() as inner:
+                self.inner = inner
+                task_status.started()
+                try:
+                    await waiter.wait()
+                finally:
+                    self.inner = None
+
+    def close_host(self) -> None:
+        """Let the shared-scope host leave (once its running dispatch tasks have)."""
+        waiter = self.host_waiter
+        if waiter is not None:
+            waiter.wake()
+
+    # -- failures -------------------------------------------------------------------------
+
+    def fail(self, exc: Exception) -> None:
+        """Record an internal failure (§8): the first is kept, later ones ignored."""
+        if self.failure is None:
+            self.failure = exc
+            self.waiter.wake()
+        else:
+            _log.debug("ignoring a later internal failure", exc_info=exc)
+
+    def note_native(self, exc: BaseException) -> None:
+        """Record a ``KeyboardInterrupt``-like exception; the first one is kept."""
+        if self.native is None:
+            self.native = exc
+        else:
+            _log.error("ignoring %r after an earlier %r", exc, self.native)
+
+    def interrupt(self, exc: BaseException) -> None:
+        """A KeyboardInterrupt / SystemExit escaped a task: cancel the lane natively (§9)."""
+        first = self.native is None
+        self.note_native(exc)
+        if first and self.nursery is not None:
+            self.nursery.cancel_scope.cancel()
