@@ -64,14 +64,14 @@ def _message(exc: BaseException) -> str:
 
 def _is_loss(exc: BaseException | None) -> bool:
     """Whether ``exc`` (or what caused it) says that the connection is gone."""
-    seen = 0
-    while exc is not None and seen < 10:
-        if isinstance(exc, _LOSS_ERRORS):
-            return True
-        if isinstance(exc, MCPError) and exc.code == CONNECTION_CLOSED:
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, _LOSS_ERRORS) or (
+            isinstance(exc, MCPError) and exc.code == CONNECTION_CLOSED
+        ):
             return True
         exc = exc.__cause__ or exc.__context__
-        seen += 1
     return False
 
 
@@ -513,12 +513,9 @@ class McpToolSource:
                 raise ToolArgsError(violations)
         try:
             result = await self.client.call_tool(mcp_name, thaw_json(args))
-        except MCPError as exc:
-            if exc.code != CONNECTION_CLOSED:
+        except (MCPError, *_LOSS_ERRORS) as exc:
+            if isinstance(exc, MCPError) and exc.code != CONNECTION_CLOSED:
                 raise McpProtocolError(exc.code, exc.message) from None
-            self._connected = False
-            raise self._gone() from None
-        except _LOSS_ERRORS:
             self._connected = False
             raise self._gone() from None
         blocks = map_blocks(result.content)
@@ -567,8 +564,6 @@ class McpToolSource:
             await self._due.wait()
             # Signals from now on ask for one more refresh; earlier ones are served by this one.
             self._due = trio.Event()
-            if not self.connected:
-                continue
             try:
                 await self.refresh()
             except Exception as exc:

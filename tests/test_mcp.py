@@ -1,0 +1,506 @@
+"""MCP servers as tool sources (integrations §4): conformance group X.
+
+Every test talks to a real MCP server written with the ``mcp`` SDK (``tests/data/``):
+over stdio (a subprocess per test), over streamable HTTP on 127.0.0.1 (one server process
+for the module, a new session per test), or in-process. These cross processes, so they
+wait on events with bounds rather than on virtual time, and assert orderings, not times.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import logging
+import pickle
+import subprocess
+import sys
+from typing import TYPE_CHECKING, Any
+
+import pytest
+import trio
+from mcp import Client, MCPError
+
+from dsh_sched import ModelToolCall, run_tool_calls
+from dsh_tools import (
+    Abort,
+    Accept,
+    ApprovalOutcome,
+    ApprovalRequest,
+    CallNext,
+    Deny,
+    ExecutionMode,
+    ImageContent,
+    PostDecision,
+    PreDecision,
+    Scope,
+    TextContent,
+    ToolCall,
+    ToolExecution,
+    ToolResult,
+    ToolRuntime,
+    thaw_json,
+    tool,
+)
+from dsh_tools.mcp import (
+    MCP_CONNECTION_LOST,
+    MCP_PROTOCOL_ERROR,
+    MCP_TOOL_ERROR,
+    McpConnectionError,
+    McpProtocolError,
+    McpToolError,
+    open_mcp_source,
+)
+from dsh_tools.policies import install_timeout_policy
+from tests.mcp_helpers import (
+    DEMO,
+    DEMO_TOOLS,
+    LOWLEVEL,
+    Events,
+    HttpDemo,
+    http_demo,
+    process_gone,
+    server_pid,
+    stdio,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from pathlib import Path
+
+
+@pytest.fixture(scope="module")
+def http(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HttpDemo]:
+    """One demo server over streamable HTTP for the module; each test opens its own session."""
+    yield from http_demo(tmp_path_factory.mktemp("mcp-http"))
+
+
+@pytest.fixture
+def events(http: HttpDemo) -> Events:
+    """The HTTP server's events, from this test on."""
+    http.events.mark()
+    return http.events
+
+
+class Changes:
+    """A change observer that counts notifications."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def __call__(self) -> None:
+        self.count += 1
+
+
+def call(name: str, arguments: object = None, scope: Scope | None = None, **kw: Any) -> ToolCall:
+    return ToolCall(
+        call_id=f"c-{name}", name=name, arguments={} if arguments is None else arguments,
+        scope=scope, **kw,
+    )  # fmt: skip
+
+
+async def wait_until(predicate: Any) -> None:
+    """Wait (bounded) until ``predicate()`` holds; another process makes it true."""
+    with trio.fail_after(20):
+        while not predicate():
+            await trio.sleep(0.01)
+
+
+@tool(name="add")
+async def local_add(a: int) -> int:
+    """A local add that the MCP one must not replace."""
+    return a
+
+
+def code_of(result: ToolResult) -> str | None:
+    assert result.error is not None
+    assert result.error.info is not None
+    return result.error.info.code
+
+
+# -- options and imports --------------------------------------------------------------------
+
+
+def test_x001_import_needs_mcp_and_dsh_tools_does_not_import_it() -> None:
+    """X-001: without mcp, importing dsh_tools.mcp says what to install; dsh_tools never imports it."""
+    probe = (
+        "import sys, json\n"
+        "import dsh_tools, dsh_tools.lowlevel, dsh_tools.policies, dsh_tools.cli\n"
+        "plain = 'mcp' in sys.modules or 'dsh_tools.mcp' in sys.modules\n"
+        "sys.modules['mcp'] = None\n"
+        "try:\n"
+        "    import dsh_tools.mcp\n"
+        "except ImportError as exc:\n"
+        "    print(json.dumps([plain, str(exc)]))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert json.loads(out.stdout) == [
+        False,
+        "dsh_tools.mcp requires the mcp package (mcp>=2,<3): pip install 'dsh-trio[mcp]'",
+    ]
+
+
+async def test_x004_option_errors_start_nothing(tmp_path: Path) -> None:
+    """X-004: the option checks of I§4.1 raise at the call, in order, and start no process."""
+    runtime = ToolRuntime()
+    marker = tmp_path / "started"
+    server = stdio(DEMO)
+    server.args = ["-c", f"open({str(marker)!r}, 'w')"]
+    closed = runtime.open_scope()
+    closed.close()
+    other = ToolRuntime().open_scope()
+    cases: list[tuple[dict[str, Any], type[Exception], str]] = [
+        ({"runtime": object()}, TypeError, "runtime must be a ToolRuntime, got object"),
+        ({"server": 5}, TypeError,
+         "server must be a URL str, an mcp.StdioServerParameters or an mcp.Client, got int"),
+        ({"server": "ftp://x"}, ValueError, "server URL must start with http:// or https://"),
+        ({"scope": "s"}, TypeError, "scope must be a Scope or None"),
+        ({"scope": other}, ValueError, "scope belongs to a different runtime"),
+        ({"scope": closed}, RuntimeError, "scope is closed"),
+        ({"prefix": 1}, TypeError, "prefix must be a str"),
+        ({"prefix": "a.b"}, ValueError, 'prefix may contain only A-Z, a-z, 0-9, "_" and "-"'),
+        ({"trusted": 1}, TypeError, "trusted must be a bool"),
+        ({"approval": "yes"}, TypeError, "approval must be True, False or None"),
+        ({"timeout": True}, TypeError, "timeout must be a positive finite number"),
+        ({"timeout": 0}, ValueError, "timeout must be a positive finite number"),
+        ({"timeout": float("nan")}, ValueError, "timeout must be a positive finite number"),
+        ({"name": 3}, TypeError, "name must be a str or None"),
+        # Order: the runtime is checked before the server, the server before the scope.
+        ({"runtime": None, "server": 5}, TypeError, "runtime must be a ToolRuntime, got NoneType"),
+        ({"server": 5, "prefix": 1}, TypeError,
+         "server must be a URL str, an mcp.StdioServerParameters or an mcp.Client, got int"),
+    ]  # fmt: skip
+    for options, error, text in cases:
+        kwargs: dict[str, Any] = {"runtime": runtime, "server": server, **options}
+        with pytest.raises(error) as info:
+            open_mcp_source(**kwargs)
+        assert str(info.value) == text
+    await trio.sleep(0.2)  # a started process would have written the marker by now
+    assert not marker.exists()
+    assert runtime.schemas() == []
+
+
+def test_x026_errors_have_codes_and_survive_pickle_and_copy() -> None:
+    """X-026: the three errors carry their codes through pickle, copy and deepcopy."""
+    errors = [
+        McpToolError("bad", (TextContent("bad"), ImageContent("AA", "image/png"))),
+        McpProtocolError(-32603, "internal"),
+        McpConnectionError('MCP server "demo" connection lost'),
+    ]
+    codes = [MCP_TOOL_ERROR, MCP_PROTOCOL_ERROR, MCP_CONNECTION_LOST]
+    assert codes == ["MCP_TOOL_ERROR", "MCP_PROTOCOL_ERROR", "MCP_CONNECTION_LOST"]
+    assert str(errors[1]) == "MCP error -32603: internal"
+    for error, code in zip(errors, codes, strict=True):
+        assert error.code == code
+        for clone in (pickle.loads(pickle.dumps(error)), copy.copy(error), copy.deepcopy(error)):
+            assert type(clone) is type(error)
+            assert str(clone) == str(error)
+            assert clone.code == code
+    assert pickle.loads(pickle.dumps(errors[0])).content == errors[0].content  # type: ignore[attr-defined]
+    assert copy.deepcopy(errors[1]).mcp_code == -32603  # type: ignore[attr-defined]
+    assert McpToolError("no content").content == ()
+
+
+# -- opening and registering ----------------------------------------------------------------
+
+
+async def test_x002_open_over_stdio_registers_in_the_scope(tmp_path: Path) -> None:
+    """X-002: tools land in the scope in listing order; schemas are the server's verbatim."""
+    runtime = ToolRuntime()
+    scope = runtime.open_scope()
+    async with open_mcp_source(runtime, stdio(DEMO), scope=scope) as source:
+        assert list(source.tools) == DEMO_TOOLS
+        assert [s.name for s in runtime.schemas(scope)] == DEMO_TOOLS
+        assert runtime.schemas() == []
+        listing = await source.client.list_tools(cache_mode="refresh")
+        server_schemas = {t.name: t.input_schema for t in listing.tools}
+        for schema in runtime.schemas(scope):
+            assert schema.parameters == server_schemas[schema.name]
+        assert runtime.schemas(scope)[0].parameters["properties"]["a"]["title"] == "A"
+        assert source.label == "demo"
+        assert source.protocol_version == "2026-07-28"
+        assert source.connected
+        assert not source.closed
+        assert dict(source.skipped) == {}
+        assert repr(source) == "<McpToolSource 'demo' connected, 10 tools>"
+
+
+async def test_x003_streamable_http_and_an_in_process_client(http: HttpDemo) -> None:
+    """X-003: the same registrations over HTTP, and through a caller's own mcp.Client."""
+    runtime = ToolRuntime()
+    async with open_mcp_source(runtime, http.url) as source:
+        assert list(source.tools) == DEMO_TOOLS
+        result = await runtime.execute(call("add", {"a": 2, "b": 3}))
+        assert result.content == (TextContent("5"),)
+
+    from tests.data.mcp_demo_server import build_server
+
+    seen: list[str] = []
+
+    async def record(message: object) -> None:
+        seen.append(str(getattr(message, "method", type(message).__name__)))
+
+    runtime = ToolRuntime()
+    client = Client(build_server(), mode="legacy", message_handler=record)
+    async with open_mcp_source(runtime, client, name="inproc") as source:
+        assert source.client is client
+        assert list(source.tools) == DEMO_TOOLS
+        assert source.label == "inproc"
+        await runtime.execute(call("mutate", {"action": "add_extra"}))
+        await wait_until(lambda: "extra" in source.tools)
+        assert "notifications/tools/list_changed" in seen
+        assert (await runtime.execute(call("extra"))).content == (TextContent("extra!"),)
+
+
+async def test_x005_prefix_and_provider_safe_names() -> None:
+    """X-005: ``prefix`` + the safe name is registered; the server receives its own name."""
+    from tests.data.mcp_lowlevel_server import server
+
+    runtime = ToolRuntime()
+    async with open_mcp_source(runtime, Client(server), prefix="srv__") as source:
+        tool = source.tools["srv__get_weather"]
+        assert tool.mcp_name == "get.weather"
+        result = await runtime.execute(call("srv__get_weather", {"city": "Oslo"}))
+        assert result.content == (TextContent("called get.weather"),)
+
+
+async def test_x006_x010_x012_x021_lowlevel_server(caplog: pytest.LogCaptureFixture) -> None:
+    """X-006, X-010, X-012, X-021: skips and their reasons; every block kind; a JSON-RPC error;
+    a listing over three pages."""
+    runtime = ToolRuntime()
+    runtime.register(local_add)
+    caplog.set_level(logging.WARNING, logger="dsh_tools.mcp")
+    async with open_mcp_source(runtime, stdio(LOWLEVEL)) as source:
+        # X-021: the tools of all three pages are there (those not skipped).
+        assert list(source.tools) == [
+            "get_weather", "a_b", "rich", "only_structured", "internal", "silent_error",
+            "image_error",
+        ]  # fmt: skip
+        assert source.tools["a_b"].mcp_name == "a.b"
+        # X-006: each skip with its reason, logged once at WARNING.
+        reasons = {
+            "add": 'tool "add" is already registered (for a per-scope variant, register '
+            "through that scope instead)",
+            "a_b": 'registered name "a_b" is already used by MCP tool "a.b"',
+            "run_code": 'tool name "run_code" is reserved for the Code Mode presentation '
+            "transport and cannot be registered or shadowed",
+            "x" * 70: f'registered name "{"x" * 70}" must have 1 to 64 characters',
+            "negzero": "inputSchema is not lossless JSON",
+        }
+        assert dict(source.skipped) == reasons
+        logged = [r.getMessage() for r in caplog.records if r.name == "dsh_tools.mcp"]
+        assert logged == [
+            f'MCP server "lowlevel": tool "{n}" skipped: {why}' for n, why in reasons.items()
+        ]
+        assert all(r.levelno == logging.WARNING for r in caplog.records)
+        # X-010: every kind of block the server can send.
+        rich = await runtime.execute(call("rich"))
+        assert rich.content == (
+            TextContent("[audio omitted: audio/wav]"),
+            TextContent("[resource link: file:///a.txt]"),
+            TextContent("embedded text"),
+            TextContent("[resource omitted: file:///c.bin]"),
+        )
+        structured = await runtime.execute(call("only_structured"))
+        assert thaw_json(structured.value) == {
+            "content": [],
+            "structured_content": {"b": [1, 2], "é": "ü"},
+        }
+        assert structured.content == (
+            TextContent(json.dumps({"b": [1, 2], "é": "ü"}, ensure_ascii=False, indent=2)),
+        )
+        # X-012: a JSON-RPC error answer.
+        internal = await runtime.execute(call("internal"))
+        assert internal.content == (TextContent("Error: MCP error -32603: internal"),)
+        assert internal.error is not None
+        assert internal.error.info is not None
+        assert internal.error.info.name == "McpProtocolError"
+        assert code_of(internal) == MCP_PROTOCOL_ERROR
+        # I§4.4 step 5: errors without text, and with a non-text block.
+        silent = await runtime.execute(call("silent_error"))
+        assert silent.content == (
+            TextContent('Error: MCP tool "silent_error" reported an error without text'),
+        )
+        image = await runtime.execute(call("image_error"))
+        assert image.content == (TextContent("Error: bad image\n[image content]"),)
+        # A refresh with the same listing reports no skip again.
+        caplog.clear()
+        await source.refresh()
+        assert dict(source.skipped) == reasons
+        assert [r for r in caplog.records if r.name == "dsh_tools.mcp"] == []
+
+
+# -- calls ----------------------------------------------------------------------------------
+
+
+async def test_x007_x009_x010_x011_x027_calls_over_http(http: HttpDemo, events: Events) -> None:
+    """X-007, X-009, X-010, X-011, X-027: arguments checked before sending, the results of
+    add, img and point, a tool error with post-execute, and what a trusted tool records."""
+    runtime = ToolRuntime()
+    scope = runtime.open_scope()
+    posts: list[str] = []
+
+    async def post(
+        execution: ToolExecution, result: ToolResult, call_next: CallNext[PostDecision]
+    ) -> PostDecision:
+        posts.append(execution.name)
+        return await call_next()
+
+    runtime.on_post_execute(post)
+    async with open_mcp_source(runtime, http.url, scope=scope, trusted=True) as source:
+        # X-027
+        add = source.tools["add"]
+        assert add.mcp_name == "add"
+        assert add.validated
+        assert not add.destructive
+        assert add.annotations == {"readOnlyHint": True, "idempotentHint": True}
+        assert add.definition is runtime.get("add", scope)
+        # X-007: a validated tool fails INVALID_ARGS without a round trip.
+        bad = await runtime.execute(call("add", {"a": "x"}, scope))
+        assert bad.content == (
+            TextContent('Error: invalid arguments: missing required property "b"; '
+                        '"a" must be an integer'),
+        )  # fmt: skip
+        assert code_of(bad) == "INVALID_ARGS"
+        # X-009: model text that is not JSON reaches the body as text.
+        outcome = await run_tool_calls(
+            runtime, [ModelToolCall(call_id="t", name="add", arguments="{bad")], scope=scope
+        )
+        assert outcome.results[0].result.content == (
+            TextContent('Error: invalid arguments: "arguments" must be an object'),
+        )
+        assert "call add" not in events.lines()
+        # X-010
+        result = await runtime.execute(call("add", {"a": 1, "b": 2}, scope))
+        assert result.content == (TextContent("3"),)
+        assert thaw_json(result.value) == {
+            "content": [{"type": "text", "text": "3"}],
+            "structured_content": {"result": 3},
+        }
+        image = await runtime.execute(call("img", {}, scope))
+        assert image.content == (ImageContent("iVBORw0KGgo=", "image/png"),)
+        assert thaw_json(image.value) == {
+            "content": [{"type": "image", "data": "iVBORw0KGgo=", "mime_type": "image/png"}],
+            "structured_content": None,
+        }
+        point = await runtime.execute(call("point", {"x": 1, "y": 2}, scope))
+        assert point.value is not None
+        assert point.value["structured_content"] == {"x": 1, "y": 2}  # type: ignore[index]
+        # X-011
+        posts.clear()
+        boom = await runtime.execute(call("boom", {}, scope))
+        assert boom.is_error
+        assert boom.content == (TextContent("Error: Error executing tool boom"),)
+        assert boom.error is not None
+        assert boom.error.info is not None
+        assert (boom.error.info.name, boom.error.info.code) == ("McpToolError", MCP_TOOL_ERROR)
+        assert posts == ["boom"]
+        assert events.lines() == ["list", "call add", "call boom"]
+
+
+async def test_x008_schemas_outside_the_subset_are_checked_by_the_server(http: HttpDemo) -> None:
+    """X-008: ``weird`` (anyOf) is unvalidated: the server's own check answers."""
+    runtime = ToolRuntime()
+    async with open_mcp_source(runtime, http.url) as source:
+        assert not source.tools["weird"].validated
+        result = await runtime.execute(call("weird", {"value": -1}))
+        assert code_of(result) == MCP_TOOL_ERROR
+        assert "greater than or equal to 0" in result.content[0].text  # type: ignore[union-attr]
+        fine = await runtime.execute(call("weird", {"value": 4}))
+        assert fine.content == (TextContent("weird 4"),)
+
+
+async def test_x013_x025_classification(http: HttpDemo, events: Events) -> None:
+    """X-013, X-025: untrusted tools run one at a time; trusted read-only ones overlap at the
+    server; a trusted destructive tool still runs alone; 50 parallel adds are all right."""
+    slow = [ModelToolCall(call_id=f"s{i}", name="slow", arguments={"seconds": 0.3}) for i in range(5)]  # fmt: skip
+    for trusted in (False, True):
+        runtime = ToolRuntime()
+        async with open_mcp_source(runtime, http.url, trusted=trusted, approval=False):
+            events.mark()
+            outcome = await run_tool_calls(runtime, slow, max_parallel=5)
+            assert [r.result.content for r in outcome.results] == [(TextContent("slept 0.3"),)] * 5
+            lines = [ln for ln in events.lines() if ln.endswith("slow")]
+            mode = ExecutionMode.PARALLEL if trusted else ExecutionMode.EXCLUSIVE
+            assert {r.mode for r in outcome.results} == {mode}
+            if trusted:  # all five started at the server before the first finished
+                assert lines[:5] == ["call slow"] * 5
+            else:
+                assert lines == ["call slow", "done slow"] * 5
+            note = runtime.execution_mode(call("write_note", {"text": "x"}))
+            assert note is ExecutionMode.EXCLUSIVE
+    runtime = ToolRuntime()
+    async with open_mcp_source(runtime, http.url, trusted=True):
+        adds = [
+            ModelToolCall(call_id=f"a{i}", name="add", arguments={"a": i, "b": 1})
+            for i in range(50)
+        ]
+        outcome = await run_tool_calls(runtime, adds, max_parallel=50)
+        assert [r.result.content for r in outcome.results] == [
+            (TextContent(str(i + 1)),) for i in range(50)
+        ]
+        assert {r.mode for r in outcome.results} == {ExecutionMode.PARALLEL}
+
+
+class Service:
+    """An approval service that records what it is asked and allows it."""
+
+    def __init__(self) -> None:
+        self.reasons: list[str | None] = []
+
+    async def request(self, request: ApprovalRequest) -> ApprovalOutcome:
+        self.reasons.append(request.reason)
+        return ApprovalOutcome.ALLOWED_ONCE
+
+
+async def test_x014_approval_of_destructive_tools(http: HttpDemo) -> None:
+    """X-014: who is asked before ``write_note``, by ``approval=`` and the runtime's service."""
+    asked = 'MCP tool "write_note" of server "demo" may change its environment'
+    note = {"text": "hi"}
+
+    async def run(
+        approval: bool | None, service: Service | None, name: str = "write_note", **kw: Any
+    ) -> ToolResult:
+        runtime = ToolRuntime(approval=service)
+        scope = runtime.open_scope()
+        if kw.get("deny"):
+
+            async def deny(execution: ToolExecution, call_next: CallNext[PreDecision]) -> PreDecision:  # fmt: skip
+                return Deny("not today")
+
+            runtime.on_pre_execute(deny)
+        trusted = bool(kw.get("trusted"))
+        async with open_mcp_source(
+            runtime, http.url, scope=scope, approval=approval, trusted=trusted
+        ):
+            return await runtime.execute(call(name, note if name == "write_note" else {"a": 1, "b": 2}, scope))  # fmt: skip
+
+    assert (await run(None, None)).content == (TextContent("noted: hi"),)
+    service = Service()
+    assert (await run(None, service)).content == (TextContent("noted: hi"),)
+    assert service.reasons == [asked]
+    denied = await run(True, None)
+    assert denied.content == (TextContent(f"Error: {asked}"),)
+    assert denied.is_error
+    service = Service()
+    assert not (await run(False, service)).is_error
+    assert service.reasons == []
+    assert not (await run(None, service, name="add", trusted=True)).is_error
+    assert service.reasons == []
+    kept = await run(None, service, deny=True)
+    assert kept.content == (TextContent("Error: not today"),)
+    assert service.reasons == []
+
+
+async def test_x016_timeout_policy(http: HttpDemo) -> None:
+    """X-016: the source's ``timeout`` is enforced by the timeout policy; the session lives on."""
+    runtime = ToolRuntime()
+    install_timeout_policy(runtime)
+    async with open_mcp_source(runtime, http.url, timeout=0.2) as source:
+        assert source.tools["slow"].definition.timeout == 0.2
+        result = await runtime.execute(call("slow", {"seconds": 5}))
+        assert result.content == (TextContent("Error: tool call timed out after 0.2s"),)
+        assert code_of(result) == "TOOL_TIMEOUT"
+        again = await runtime.execute(call("add", {"a": 1, "b": 1}))
+        assert again.content == (TextContent("2"),)
