@@ -205,11 +205,14 @@ def test_x026_errors_have_codes_and_survive_pickle_and_copy() -> None:
 # -- opening and registering ----------------------------------------------------------------
 
 
-async def test_x002_open_over_stdio_registers_in_the_scope(tmp_path: Path) -> None:
-    """X-002: tools land in the scope in listing order; schemas are the server's verbatim."""
+async def test_x002_x015_open_over_stdio_and_abort_a_call(tmp_path: Path) -> None:
+    """X-002: tools land in the scope in listing order; schemas are the server's verbatim.
+    X-015: an Abort 0.2 s into ``slow(5)`` gives ABORTED soon; the server saw the
+    cancellation; the session still works."""
     runtime = ToolRuntime()
     scope = runtime.open_scope()
-    async with open_mcp_source(runtime, stdio(DEMO), scope=scope) as source:
+    events = Events(tmp_path / "events.txt")
+    async with open_mcp_source(runtime, stdio(DEMO, events.path), scope=scope) as source:
         assert list(source.tools) == DEMO_TOOLS
         assert [s.name for s in runtime.schemas(scope)] == DEMO_TOOLS
         assert runtime.schemas() == []
@@ -224,6 +227,26 @@ async def test_x002_open_over_stdio_registers_in_the_scope(tmp_path: Path) -> No
         assert not source.closed
         assert dict(source.skipped) == {}
         assert repr(source) == "<McpToolSource 'demo' connected, 10 tools>"
+        # X-015
+        abort = Abort()
+        async with trio.open_nursery() as nursery:
+
+            async def fire() -> None:
+                await events.wait_for("call slow")
+                await trio.sleep(0.2)
+                abort.abort()
+
+            nursery.start_soon(fire)
+            start = trio.current_time()
+            result = await runtime.execute(call("slow", {"seconds": 5}, scope, abort=abort))
+            took = trio.current_time() - start
+        assert result.content == (TextContent("Error: tool call aborted"),)
+        assert code_of(result) == "ABORTED"
+        assert took < 4  # long before the server would have answered
+        await events.wait_for("cancelled slow")
+        assert "done slow" not in events.lines()
+        again = await runtime.execute(call("add", {"a": 2, "b": 2}, scope))
+        assert again.content == (TextContent("4"),)
 
 
 async def test_x003_streamable_http_and_an_in_process_client(http: HttpDemo) -> None:
@@ -504,3 +527,184 @@ async def test_x016_timeout_policy(http: HttpDemo) -> None:
         assert code_of(result) == "TOOL_TIMEOUT"
         again = await runtime.execute(call("add", {"a": 1, "b": 1}))
         assert again.content == (TextContent("2"),)
+
+
+# -- crashes, list changes, closing ---------------------------------------------------------
+
+
+async def test_x017_a_crash_mid_call_fails_every_call_of_the_session(tmp_path: Path) -> None:
+    """X-017: ``crash`` while another batch runs ``slow(2)``: both MCP_CONNECTION_LOST; later
+    calls fail the same way without a request; leaving the block raises nothing."""
+    runtime = ToolRuntime()
+    events = Events(tmp_path / "events.txt")
+    lost = 'Error: MCP server "demo" connection lost'
+    outcomes: list[ToolResult] = []
+    async with open_mcp_source(runtime, stdio(DEMO, events.path), trusted=True) as source:
+        async with trio.open_nursery() as nursery:
+
+            async def slow_batch() -> None:
+                slow = ModelToolCall(call_id="s", name="slow", arguments={"seconds": 2})
+                outcome = await run_tool_calls(runtime, [slow])
+                outcomes.append(outcome.results[0].result)
+
+            nursery.start_soon(slow_batch)
+            await events.wait_for("call slow")
+            crash = ModelToolCall(call_id="c", name="crash", arguments={})
+            crashed = (await run_tool_calls(runtime, [crash])).results[0].result
+        assert crashed.content == (TextContent(lost),)
+        assert code_of(crashed) == MCP_CONNECTION_LOST
+        assert outcomes[0].content == (TextContent(lost),)
+        assert not source.connected
+        events.mark()
+        later = await runtime.execute(call("add", {"a": 1, "b": 2}))
+        assert later.content == (TextContent(lost),)
+        assert list(source.tools) == DEMO_TOOLS  # still registered: the model learns why
+        with pytest.raises(MCPError):
+            await source.refresh()
+    assert source.closed
+    assert events.lines() == []
+
+
+async def test_x018_x019_list_changes_follow_the_server(tmp_path: Path) -> None:
+    """X-018: an added tool is registered after the signal, with one notification.
+    X-019: a removed tool's running call finishes; later calls are UNKNOWN_TOOL; a changed
+    tool is registered again; the others keep their definitions."""
+    runtime = ToolRuntime()
+    changes = Changes()
+    runtime.on_change(changes)
+    events = Events(tmp_path / "events.txt")
+    async with open_mcp_source(runtime, stdio(DEMO, events.path)) as source:
+        before = {name: tool.definition for name, tool in source.tools.items()}
+        changes.count = 0
+        await runtime.execute(call("mutate", {"action": "add_extra"}))
+        await wait_until(lambda: "extra" in source.tools)
+        await source.refresh()  # after any refresh still running: nothing more arrives
+        assert changes.count == 1
+        assert (await runtime.execute(call("extra"))).content == (TextContent("extra!"),)
+        # X-019
+        changes.count = 0
+        slow_results: list[ToolResult] = []
+        async with trio.open_nursery() as nursery:
+
+            async def slow() -> None:
+                slow_results.append(await runtime.execute(call("slow", {"seconds": 1})))
+
+            nursery.start_soon(slow)
+            await events.wait_for("call slow")
+            await runtime.execute(call("mutate", {"action": "remove_slow"}))
+            await wait_until(lambda: "slow" not in source.tools)
+            assert slow_results == []
+        assert slow_results[0].content == (TextContent("slept 1.0"),)
+        gone = await runtime.execute(call("slow", {"seconds": 0}))
+        assert code_of(gone) == "UNKNOWN_TOOL"
+        assert changes.count == 1
+        await runtime.execute(call("mutate", {"action": "describe_add"}))
+        await wait_until(lambda: list(source.tools)[-1] == "add")
+        await source.refresh()
+        assert changes.count == 3  # the removal, then add disposed and registered again
+        assert runtime.get("add") is not before["add"]
+        assert runtime.get("add").description == "Add two integers, described anew."  # type: ignore[union-attr]
+        for name in ("write_note", "boom", "img", "point", "mutate", "weird"):
+            assert runtime.get(name) is before[name]
+
+
+async def test_x020_signals_during_a_refresh_cause_at_most_one_more(tmp_path: Path) -> None:
+    """X-020: a refresh with no change notifies nothing; five signals during one refresh
+    cause at most two listings in all."""
+    runtime = ToolRuntime()
+    changes = Changes()
+    events = Events(tmp_path / "events.txt")
+    server = stdio(DEMO, events.path, DEMO_LIST_DELAY="0.3")
+    async with open_mcp_source(runtime, server) as source:
+        runtime.on_change(changes)
+        await source.refresh()
+        assert changes.count == 0
+        events.mark()
+        await runtime.execute(call("signal", {"times": 1}))
+        await events.wait_for("list")  # a background refresh is listing (for 0.3 s)
+        await runtime.execute(call("signal", {"times": 4}))
+        await source.refresh()  # queued behind the background ones; lists once more itself
+        await trio.sleep(0.5)  # room for a further background refresh, if one were due
+        assert events.lines().count("list") <= 3  # two from the signals, one from refresh()
+        assert changes.count == 0
+
+
+async def test_x022_a_failing_background_refresh_is_logged(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """X-022: a background refresh whose listing fails logs a WARNING and changes nothing;
+    ``refresh()`` raises what listing raised."""
+    from tests.data.mcp_demo_server import build_server
+
+    monkeypatch.setenv("DEMO_LIST_FAIL_AFTER", "1")
+    caplog.set_level(logging.WARNING, logger="dsh_tools.mcp")
+    runtime = ToolRuntime()
+    async with open_mcp_source(runtime, Client(build_server(), mode="legacy")) as source:
+        before = dict(source.tools)
+        await runtime.execute(call("mutate", {"action": "add_extra"}))
+        message = 'MCP server "demo": tools/list failed: listing is broken'
+        await wait_until(lambda: message in [r.getMessage() for r in caplog.records])
+        assert dict(source.tools) == before
+        with pytest.raises(MCPError, match="listing is broken"):
+            await source.refresh()
+
+
+async def test_x023_leaving_the_block_disposes_lifo_and_ends_the_server(tmp_path: Path) -> None:
+    """X-023: leaving the block disposes the tools and the hook LIFO, one notification per
+    tool; the subprocess exits; kept definitions fail with "source is closed"."""
+    runtime = ToolRuntime()
+    scope = runtime.open_scope()
+    events = Events(tmp_path / "events.txt")
+    seen: list[list[str]] = []
+    runtime.on_change(lambda: seen.append([s.name for s in runtime.schemas(scope)]))
+    async with open_mcp_source(runtime, stdio(DEMO, events.path), scope=scope) as source:
+        kept = source.tools["add"].definition
+        seen.clear()
+    assert [len(names) for names in seen] == list(range(len(DEMO_TOOLS) - 1, -1, -1))
+    assert seen[0] == DEMO_TOOLS[:-1]  # the last registered went first
+    assert source.closed
+    assert not source.connected
+    assert dict(source.tools) == {}
+    pid = server_pid(events)
+    await wait_until(lambda: process_gone(pid))
+    with pytest.raises(McpConnectionError, match='^MCP server "demo" source is closed$'):
+        await kept.execute({"a": 1, "b": 2}, None)  # type: ignore[arg-type]
+    with pytest.raises(RuntimeError, match="^MCP source is closed$"):
+        await source.refresh()
+    # The approval hook went too: a local destructive-looking call is not asked about.
+    assert runtime.schemas(scope) == []
+
+
+async def test_x023_an_exception_leaves_the_block_unchanged(http: HttpDemo) -> None:
+    """X-023: a ValueError raised in the block propagates unchanged; everything is disposed."""
+    runtime = ToolRuntime()
+    changes = Changes()
+    runtime.on_change(changes)
+    error = ValueError("x")
+    with pytest.raises(ValueError, match="^x$") as info:
+        async with open_mcp_source(runtime, http.url) as source:
+            changes.count = 0
+            raise error
+    assert info.value is error
+    assert changes.count == len(DEMO_TOOLS)
+    assert source.closed
+    assert runtime.schemas() == []
+
+
+async def test_x024_a_server_that_cannot_start(tmp_path: Path) -> None:
+    """X-024: a missing command, or a server that exits at start: the SDK's exception
+    propagates; nothing registered, nobody notified."""
+    runtime = ToolRuntime()
+    changes = Changes()
+    runtime.on_change(changes)
+    missing = stdio(DEMO)
+    missing.command = str(tmp_path / "no-such-command")
+    with pytest.raises(OSError):
+        async with open_mcp_source(runtime, missing):
+            pytest.fail("entered")  # pragma: no cover
+    with pytest.raises(BaseExceptionGroup) as info:
+        async with open_mcp_source(runtime, stdio(DEMO, DEMO_EXIT_AT_START="1")):
+            pytest.fail("entered")  # pragma: no cover
+    assert info.group_contains(MCPError, match="^Connection closed$")
+    assert changes.count == 0
+    assert runtime.schemas() == []

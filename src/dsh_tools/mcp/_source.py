@@ -328,25 +328,35 @@ class McpToolSource:
             if self._name is None and info is not None and info.name:
                 self.label = info.name
             self._connected = True
-            self._apply(await self._list())
-            if self._approval is not False:
-                self._stack[self._owner.on_pre_execute(self._approve)] = None
             self._nursery_manager = trio.open_nursery()
             self._nursery = await self._nursery_manager.__aenter__()
+            try:
+                await self._start_tasks(self._nursery)
+            except BaseException:
+                self._nursery.cancel_scope.cancel()
+                await self._nursery_manager.__aexit__(None, None, None)
+                raise
         except BaseException:
             self._closed = True
             self._dispose_all()
             await self._close_client()
             raise
-        self._nursery.start_soon(self._refresher)
+        return self
+
+    async def _start_tasks(self, nursery: trio.Nursery) -> None:
         capabilities = self.client.server_capabilities.tools
         if (
             self.protocol_version in MODERN_PROTOCOL_VERSIONS
             and capabilities is not None
             and capabilities.list_changed
         ):
-            self._nursery.start_soon(self._listener)
-        return self
+            # Subscribed before the first listing, so that no change can fall in between:
+            # a signal during the listing makes the refresher list once more.
+            await nursery.start(self._listener)
+        self._apply(await self._list())
+        if self._approval is not False:
+            self._stack[self._owner.on_pre_execute(self._approve)] = None
+        nursery.start_soon(self._refresher)
 
     async def __aexit__(
         self,
@@ -569,15 +579,21 @@ class McpToolSource:
             except Exception as exc:
                 logger.warning('MCP server "%s": tools/list failed: %s', self.label, _message(exc))
 
-    async def _listener(self) -> None:
+    async def _listener(
+        self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        started = False
         try:
             async with self.client.listen(tools_list_changed=True) as subscription:
+                task_status.started()
+                started = True
                 async for _event in subscription:
                     self._signal()
         except Exception as exc:
             if _is_loss(exc):
                 self._connected = False
-                return
+        if not started:
+            task_status.started()
         if self.connected:
             logger.warning(
                 'MCP server "%s": the tool change stream ended; call refresh() to update the tools',
