@@ -8,6 +8,7 @@ wait on events with bounds rather than on virtual time, and assert orderings, no
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import logging
@@ -48,6 +49,7 @@ from dsh_tools.mcp import (
     McpConnectionError,
     McpProtocolError,
     McpToolError,
+    McpToolSource,
     open_mcp_source,
 )
 from dsh_tools.policies import install_timeout_policy
@@ -64,7 +66,7 @@ from tests.mcp_helpers import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import AsyncIterator, Iterator
     from pathlib import Path
 
 
@@ -249,8 +251,9 @@ async def test_x002_x015_open_over_stdio_and_abort_a_call(tmp_path: Path) -> Non
         assert again.content == (TextContent("4"),)
 
 
-async def test_x003_streamable_http_and_an_in_process_client(http: HttpDemo) -> None:
-    """X-003: the same registrations over HTTP, and through a caller's own mcp.Client."""
+async def test_x003_x018_streamable_http_and_an_in_process_client(http: HttpDemo) -> None:
+    """X-003: the same registrations over HTTP, and through a caller's own mcp.Client whose
+    message handler still hears everything. X-018 in ``mode="legacy"``: ``extra`` arrives."""
     runtime = ToolRuntime()
     async with open_mcp_source(runtime, http.url) as source:
         assert list(source.tools) == DEMO_TOOLS
@@ -274,6 +277,8 @@ async def test_x003_streamable_http_and_an_in_process_client(http: HttpDemo) -> 
         await wait_until(lambda: "extra" in source.tools)
         assert "notifications/tools/list_changed" in seen
         assert (await runtime.execute(call("extra"))).content == (TextContent("extra!"),)
+        await runtime.execute(call("signal", {"times": 0}))
+        await wait_until(lambda: "notifications/prompts/list_changed" in seen)  # every message reaches it
 
 
 async def test_x005_prefix_and_provider_safe_names() -> None:
@@ -707,4 +712,149 @@ async def test_x024_a_server_that_cannot_start(tmp_path: Path) -> None:
             pytest.fail("entered")  # pragma: no cover
     assert info.group_contains(MCPError, match="^Connection closed$")
     assert changes.count == 0
+    assert runtime.schemas() == []
+
+
+# -- edges of the source's life -------------------------------------------------------------
+
+
+def demo_client(**kw: Any) -> Client:
+    from tests.data.mcp_demo_server import build_server
+
+    return Client(build_server(), **kw)
+
+
+async def test_the_source_is_made_by_open_mcp_source_and_entered_once() -> None:
+    runtime = ToolRuntime()
+    with pytest.raises(TypeError, match="no public constructor"):
+        McpToolSource()
+    source = open_mcp_source(runtime, demo_client())
+    with pytest.raises(RuntimeError, match="^MCP source is not open$"):
+        await source.refresh()  # type: ignore[attr-defined]
+    async with source as entered:
+        with pytest.raises(RuntimeError, match="entered only once"):
+            async with source:
+                pytest.fail("entered twice")  # pragma: no cover
+        assert entered.connected
+
+
+async def test_a_listing_that_fails_at_open_leaves_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DEMO_LIST_FAIL_AFTER", "0")
+    runtime = ToolRuntime()
+    changes = Changes()
+    runtime.on_change(changes)
+    source = open_mcp_source(runtime, demo_client())
+    with pytest.raises(MCPError, match="listing is broken"):
+        async with source:
+            pytest.fail("entered")  # pragma: no cover
+    assert source.closed  # type: ignore[attr-defined]
+    assert changes.count == 0
+    assert runtime.get("add") is None
+
+
+async def test_more_than_100_pages_are_cut(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from tests.data.mcp_lowlevel_server import server
+
+    monkeypatch.setenv("LOWLEVEL_ENDLESS", "1")
+    runtime = ToolRuntime()
+    async with open_mcp_source(runtime, Client(server)) as source:
+        assert list(source.tools) == [f"t{i}" for i in range(100)]
+    assert [r.getMessage() for r in caplog.records if r.name == "dsh_tools.mcp"] == [
+        'MCP server "lowlevel": tools/list has more than 100 pages; the rest is ignored'
+    ]
+
+
+class TeardownFails(Client):
+    """A client whose exit fails after closing (as a broken transport might)."""
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await super().__aexit__(*exc)
+        raise RuntimeError("teardown broke")
+
+
+async def test_a_failure_while_closing_is_logged_not_raised(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from tests.data.mcp_demo_server import build_server
+
+    async with open_mcp_source(ToolRuntime(), TeardownFails(build_server())) as source:
+        pass
+    assert source.closed
+    assert [r.getMessage() for r in caplog.records if r.name == "dsh_tools.mcp"] == [
+        'MCP server "demo": closing failed: teardown broke'
+    ]
+
+
+class ListenEnds(Client):
+    """A client whose change stream fails to open, or ends at once (``fail``)."""
+
+    fail = False
+
+    def listen(self, **kw: Any) -> Any:
+        @contextlib.asynccontextmanager
+        async def stream() -> AsyncIterator[Any]:
+            if self.fail:
+                raise RuntimeError("no stream")
+
+            async def nothing() -> AsyncIterator[Any]:
+                return
+                yield  # pragma: no cover - makes this an async generator
+
+            yield nothing()
+
+        return stream()
+
+
+@pytest.mark.parametrize("fail", [False, True])
+async def test_a_change_stream_that_ends_while_connected_is_reported(
+    fail: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    from tests.data.mcp_demo_server import build_server
+
+    client = ListenEnds(build_server())
+    client.fail = fail
+    async with open_mcp_source(ToolRuntime(), client) as source:
+        message = (
+            'MCP server "demo": the tool change stream ended; call refresh() to update the tools'
+        )
+        await wait_until(lambda: message in [r.getMessage() for r in caplog.records])
+        assert source.connected
+
+
+class GatedListing(Client):
+    """A client whose listings, once ``gate`` is set up, wait for it after the server answered."""
+
+    gate: trio.Event | None = None
+    waiting: trio.Event
+
+    async def list_tools(self, **kw: Any) -> Any:
+        result = await super().list_tools(**kw)
+        if self.gate is not None:
+            self.waiting.set()
+            await self.gate.wait()
+        return result
+
+
+async def test_a_refresh_that_ends_after_closing_changes_nothing() -> None:
+    from tests.data.mcp_demo_server import build_server
+
+    runtime = ToolRuntime()
+    client = GatedListing(build_server())
+    errors: list[str] = []
+    async with trio.open_nursery() as outside:
+        async with open_mcp_source(runtime, client) as source:
+            client.gate = trio.Event()
+            client.waiting = trio.Event()
+
+            async def refresh() -> None:
+                with pytest.raises(RuntimeError) as info:
+                    await source.refresh()
+                errors.append(str(info.value))
+
+            outside.start_soon(refresh)
+            await client.waiting.wait()  # the listing is back, held before it is applied
+        client.gate.set()
+    assert errors == ["MCP source is closed"]
     assert runtime.schemas() == []

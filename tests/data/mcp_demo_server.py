@@ -135,6 +135,10 @@ def build_server() -> MCPServer[Any]:
     @server.tool()
     async def signal(times: int, ctx: Context[Any]) -> str:
         """Signal a tool list change ``times`` times without changing anything."""
+        try:  # a notification that is not about the tool list (earlier protocol versions)
+            await ctx.session.send_prompt_list_changed()
+        except Exception:
+            pass
         for _ in range(times):
             await _signal_change(ctx)
         return "signalled"

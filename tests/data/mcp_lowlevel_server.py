@@ -3,11 +3,13 @@
 It does what ``MCPServer`` will not: lists its tools over three pages, lists a tool whose
 ``inputSchema`` is not lossless JSON (``-0.0``), names tools that collide once made provider-safe,
 returns every kind of content block, answers a call with a JSON-RPC error, and reports
-errors without text. Each ``tools/call`` answer names the tool it received.
+errors without text. Each ``tools/call`` answer names the tool it received. With
+``LOWLEVEL_ENDLESS`` set, its listing never ends (one tool per page).
 """
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import anyio
@@ -51,6 +53,8 @@ async def _list_tools(
     ctx: Any, params: types.PaginatedRequestParams | None
 ) -> types.ListToolsResult:
     index = int(params.cursor) if params is not None and params.cursor else 0
+    if os.environ.get("LOWLEVEL_ENDLESS"):  # a paginator that never ends
+        return types.ListToolsResult(tools=[_tool(f"t{index}")], next_cursor=str(index + 1))
     more = str(index + 1) if index + 1 < len(PAGES) else None
     return types.ListToolsResult(tools=PAGES[index], next_cursor=more)
 
