@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 
 __all__ = ["FULL", "QUICK", "Plan", "main"]
 
-SCENARIOS: Final = ("overhead", "gc", "memory", "makespan", "abort", "streaming")
+SCENARIOS: Final = ("overhead", "gc", "memory", "makespan", "abort", "streaming", "mcp")
 
 
 @attrs.frozen(kw_only=True)
@@ -53,6 +53,7 @@ class Plan:
     stream_batch: int
     stream_every: int
     stream_max_parallel: int
+    mcp_repeats: int = 50
 
 
 FULL: Final = Plan(
@@ -72,6 +73,7 @@ FULL: Final = Plan(
     stream_batch=10_000,
     stream_every=100_000,
     stream_max_parallel=10,
+    mcp_repeats=60,
 )
 
 QUICK: Final = Plan(
@@ -91,6 +93,7 @@ QUICK: Final = Plan(
     stream_batch=10_000,
     stream_every=10_000,
     stream_max_parallel=10,
+    mcp_repeats=10,
 )
 
 
@@ -247,6 +250,11 @@ def run_scenarios(
             latency = abort.measure(plan.abort_ns, repeats=plan.abort_repeats, progress=progress)
             body = abort.report(latency, plan.abort_ns)
             title = "Abort latency"
+        elif scenario == "mcp":
+            from . import mcp  # needs the mcp extra; imported only when asked for
+
+            body = mcp.report(mcp.measure(repeats=plan.mcp_repeats, progress=progress))
+            title = "MCP tool sources (integrations §4.7)"
         else:
             stream = streaming.measure_in_child(
                 plan.stream_total,

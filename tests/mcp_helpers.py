@@ -22,7 +22,9 @@ if TYPE_CHECKING:
 DATA = Path(__file__).resolve().parent / "data"
 DEMO = DATA / "mcp_demo_server.py"
 LOWLEVEL = DATA / "mcp_lowlevel_server.py"
-DEMO_TOOLS = ["add", "write_note", "slow", "boom", "img", "point", "crash", "mutate", "signal", "weird"]  # fmt: skip
+DEMO_TOOLS = [
+    "add", "write_note", "slow", "boom", "img", "point", "crash", "mutate", "signal", "weird",
+]  # fmt: skip
 #: Bound on every wait for another process (a server starting, a cancellation arriving).
 PROCESS_WAIT = 20.0
 

@@ -24,7 +24,6 @@ from mcp import Client, MCPError
 from dsh_sched import ModelToolCall, run_tool_calls
 from dsh_tools import (
     Abort,
-    Accept,
     ApprovalOutcome,
     ApprovalRequest,
     CallNext,
@@ -123,7 +122,8 @@ def code_of(result: ToolResult) -> str | None:
 
 
 def test_x001_import_needs_mcp_and_dsh_tools_does_not_import_it() -> None:
-    """X-001: without mcp, importing dsh_tools.mcp says what to install; dsh_tools never imports it."""
+    """X-001: without mcp, importing dsh_tools.mcp says what to install; importing
+    dsh_tools (and its other modules) never imports mcp."""
     probe = (
         "import sys, json\n"
         "import dsh_tools, dsh_tools.lowlevel, dsh_tools.policies, dsh_tools.cli\n"
@@ -278,7 +278,9 @@ async def test_x003_x018_streamable_http_and_an_in_process_client(http: HttpDemo
         assert "notifications/tools/list_changed" in seen
         assert (await runtime.execute(call("extra"))).content == (TextContent("extra!"),)
         await runtime.execute(call("signal", {"times": 0}))
-        await wait_until(lambda: "notifications/prompts/list_changed" in seen)  # every message reaches it
+        await wait_until(
+            lambda: "notifications/prompts/list_changed" in seen
+        )  # every message reaches it
 
 
 async def test_x005_prefix_and_provider_safe_names() -> None:
@@ -414,7 +416,7 @@ async def test_x007_x009_x010_x011_x027_calls_over_http(http: HttpDemo, events: 
         }
         point = await runtime.execute(call("point", {"x": 1, "y": 2}, scope))
         assert point.value is not None
-        assert point.value["structured_content"] == {"x": 1, "y": 2}  # type: ignore[index]
+        assert thaw_json(point.value)["structured_content"] == {"x": 1, "y": 2}
         # X-011
         posts.clear()
         boom = await runtime.execute(call("boom", {}, scope))
@@ -442,7 +444,9 @@ async def test_x008_schemas_outside_the_subset_are_checked_by_the_server(http: H
 async def test_x013_x025_classification(http: HttpDemo, events: Events) -> None:
     """X-013, X-025: untrusted tools run one at a time; trusted read-only ones overlap at the
     server; a trusted destructive tool still runs alone; 50 parallel adds are all right."""
-    slow = [ModelToolCall(call_id=f"s{i}", name="slow", arguments={"seconds": 0.3}) for i in range(5)]  # fmt: skip
+    slow = [
+        ModelToolCall(call_id=f"s{i}", name="slow", arguments={"seconds": 0.3}) for i in range(5)
+    ]
     for trusted in (False, True):
         runtime = ToolRuntime()
         async with open_mcp_source(runtime, http.url, trusted=trusted, approval=False):
@@ -494,7 +498,9 @@ async def test_x014_approval_of_destructive_tools(http: HttpDemo) -> None:
         scope = runtime.open_scope()
         if kw.get("deny"):
 
-            async def deny(execution: ToolExecution, call_next: CallNext[PreDecision]) -> PreDecision:  # fmt: skip
+            async def deny(
+                execution: ToolExecution, call_next: CallNext[PreDecision]
+            ) -> PreDecision:
                 return Deny("not today")
 
             runtime.on_pre_execute(deny)
@@ -502,7 +508,8 @@ async def test_x014_approval_of_destructive_tools(http: HttpDemo) -> None:
         async with open_mcp_source(
             runtime, http.url, scope=scope, approval=approval, trusted=trusted
         ):
-            return await runtime.execute(call(name, note if name == "write_note" else {"a": 1, "b": 2}, scope))  # fmt: skip
+            arguments = note if name == "write_note" else {"a": 1, "b": 2}
+            return await runtime.execute(call(name, arguments, scope))
 
     assert (await run(None, None)).content == (TextContent("noted: hi"),)
     service = Service()
@@ -672,9 +679,9 @@ async def test_x023_leaving_the_block_disposes_lifo_and_ends_the_server(tmp_path
     assert dict(source.tools) == {}
     pid = server_pid(events)
     await wait_until(lambda: process_gone(pid))
-    with pytest.raises(McpConnectionError, match='^MCP server "demo" source is closed$'):
+    with pytest.raises(McpConnectionError, match=r'^MCP server "demo" source is closed$'):
         await kept.execute({"a": 1, "b": 2}, None)  # type: ignore[arg-type]
-    with pytest.raises(RuntimeError, match="^MCP source is closed$"):
+    with pytest.raises(RuntimeError, match=r"^MCP source is closed$"):
         await source.refresh()
     # The approval hook went too: a local destructive-looking call is not asked about.
     assert runtime.schemas(scope) == []
@@ -686,14 +693,19 @@ async def test_x023_an_exception_leaves_the_block_unchanged(http: HttpDemo) -> N
     changes = Changes()
     runtime.on_change(changes)
     error = ValueError("x")
-    with pytest.raises(ValueError, match="^x$") as info:
-        async with open_mcp_source(runtime, http.url) as source:
-            changes.count = 0
-            raise error
+    source: Any = open_mcp_source(runtime, http.url)
+    with pytest.raises(ValueError, match=r"^x$") as info:
+        await _raise_inside(source, changes, error)
     assert info.value is error
     assert changes.count == len(DEMO_TOOLS)
     assert source.closed
     assert runtime.schemas() == []
+
+
+async def _raise_inside(source: Any, changes: Changes, error: Exception) -> None:
+    async with source:
+        changes.count = 0
+        raise error
 
 
 async def test_x024_a_server_that_cannot_start(tmp_path: Path) -> None:
@@ -704,13 +716,13 @@ async def test_x024_a_server_that_cannot_start(tmp_path: Path) -> None:
     runtime.on_change(changes)
     missing = stdio(DEMO)
     missing.command = str(tmp_path / "no-such-command")
-    with pytest.raises(OSError):
+    with pytest.raises(FileNotFoundError, match="no-such-command"):
         async with open_mcp_source(runtime, missing):
             pytest.fail("entered")  # pragma: no cover
     with pytest.raises(BaseExceptionGroup) as info:
         async with open_mcp_source(runtime, stdio(DEMO, DEMO_EXIT_AT_START="1")):
             pytest.fail("entered")  # pragma: no cover
-    assert info.group_contains(MCPError, match="^Connection closed$")
+    assert info.group_contains(MCPError, match=r"^Connection closed$")
     assert changes.count == 0
     assert runtime.schemas() == []
 
@@ -729,7 +741,7 @@ async def test_the_source_is_made_by_open_mcp_source_and_entered_once() -> None:
     with pytest.raises(TypeError, match="no public constructor"):
         McpToolSource()
     source = open_mcp_source(runtime, demo_client())
-    with pytest.raises(RuntimeError, match="^MCP source is not open$"):
+    with pytest.raises(RuntimeError, match=r"^MCP source is not open$"):
         await source.refresh()  # type: ignore[attr-defined]
     async with source as entered:
         with pytest.raises(RuntimeError, match="entered only once"):

@@ -59,7 +59,8 @@ def test_x005_x006_registered_names() -> None:
 def test_x008_schema_rules_come_before_name_rules() -> None:
     """X-008: a schema not rooted in an object is skipped, before any name rule."""
     text = 'inputSchema must be a JSON Schema object with "type": "object"'
-    for schema in ({"type": "array"}, [], {"properties": {}}):
+    schemas: list[object] = [{"type": "array"}, [], {"properties": {}}]
+    for schema in schemas:
         assert plan(listed("x" * 80, schema), prefix="", trusted=False, taken={}).skip == text
     weird = {"type": "object", "properties": {"v": {"anyOf": [{"type": "integer"}]}}}
     assert not plan(listed("w", weird), prefix="", trusted=False, taken={}).validated
@@ -85,7 +86,8 @@ def test_x013_classification_by_trust_and_hints() -> None:
 def test_x019_diff_orders_removed_changed_and_new() -> None:
     """X-019 (I§4.5): removed in registered order; changed and new in the new listing order."""
     registered = {"a": listed("a"), "b": listed("b"), "c": listed("c")}
-    new = [listed("d"), listed("c", readOnlyHint=True), listed("a"), listed("b", {"type": "object", "properties": {}})]  # fmt: skip
+    b_changed = listed("b", {"type": "object", "properties": {}})
+    new = [listed("d"), listed("c", readOnlyHint=True), listed("a"), b_changed]
     removed, changed, added = diff(registered, new)
     assert removed == []
     assert [t.mcp_name for t in changed] == ["c", "b"]

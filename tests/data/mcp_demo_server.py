@@ -8,12 +8,14 @@ Environment: ``DEMO_EVENTS`` names a file to which the server appends one line p
 test wants to see (``call <tool>``, ``done slow``, ``cancelled slow``, ``list``);
 ``DEMO_LIST_DELAY`` makes every ``tools/list`` take that many seconds;
 ``DEMO_LIST_FAIL_AFTER=N`` makes every ``tools/list`` after the first N fail with a JSON-RPC
-error; ``DEMO_EXIT_AT_START`` makes the process exit before it serves anything. At start the
-server appends ``pid <its process id>`` to the events file.
+error; ``DEMO_EXTRA_TOOLS=N`` adds N filler tools; ``DEMO_EXIT_AT_START`` makes the
+process exit before it serves anything. At start the server appends
+``pid <its process id>`` to the events file.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 
@@ -57,10 +59,8 @@ class _DemoServer(MCPServer[Any]):
 async def _signal_change(ctx: Context[Any]) -> None:
     # Both protocol eras: the subscription stream (2026-07-28) and the notification (earlier).
     await ctx.notify_tools_changed()
-    try:
+    with contextlib.suppress(Exception):  # not available on a connection of the other era
         await ctx.session.send_tool_list_changed()
-    except Exception:  # not available on a connection of the other era
-        pass
 
 
 def build_server() -> MCPServer[Any]:
@@ -135,10 +135,9 @@ def build_server() -> MCPServer[Any]:
     @server.tool()
     async def signal(times: int, ctx: Context[Any]) -> str:
         """Signal a tool list change ``times`` times without changing anything."""
-        try:  # a notification that is not about the tool list (earlier protocol versions)
+        # A notification that is not about the tool list (earlier protocol versions only).
+        with contextlib.suppress(Exception):
             await ctx.session.send_prompt_list_changed()
-        except Exception:
-            pass
         for _ in range(times):
             await _signal_change(ctx)
         return "signalled"
@@ -148,7 +147,16 @@ def build_server() -> MCPServer[Any]:
         """Take an optional non-negative integer (an anyOf schema, outside the subset)."""
         return f"weird {value}"
 
+    for i in range(int(os.environ.get("DEMO_EXTRA_TOOLS", "0"))):
+        server.add_tool(
+            _filler, name=f"filler_{i}", annotations=ToolAnnotations(read_only_hint=True)
+        )
     return server
+
+
+def _filler(text: str) -> str:
+    """A filler tool, so that a listing can be long (benches)."""
+    return text
 
 
 def _serve_http(port_file: str) -> None:
@@ -163,15 +171,17 @@ def _serve_http(port_file: str) -> None:
     app = build_server().streamable_http_app(host="127.0.0.1")
     server = uvicorn.Server(uvicorn.Config(app, log_level="error"))
 
-    async def announce_then_serve() -> None:
-        with open(port_file + ".tmp", "w", encoding="utf-8") as f:
-            f.write(str(sock.getsockname()[1]))
-        os.replace(port_file + ".tmp", port_file)
+    # Written whole, then renamed, so that a reader never sees a partial port number.
+    with open(port_file + ".tmp", "w", encoding="utf-8") as f:
+        f.write(str(sock.getsockname()[1]))
+    os.replace(port_file + ".tmp", port_file)
+
+    async def serve() -> None:
         await server.serve(sockets=[sock])
 
     import asyncio
 
-    asyncio.run(announce_then_serve())
+    asyncio.run(serve())
 
 
 def main() -> None:
