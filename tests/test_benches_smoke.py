@@ -164,6 +164,7 @@ def test_run_every_scenario_with_a_tiny_plan() -> None:
         stream_total=20,
         stream_batch=10,
         stream_every=10,
+        mcp_repeats=1,
     )
     sections = run.run_scenarios(
         run.SCENARIOS,
@@ -181,6 +182,7 @@ def test_run_every_scenario_with_a_tiny_plan() -> None:
         "## Makespan against the lower bound",
         "## Abort latency",
         "## Streaming through open_batch",
+        "## MCP tool sources (integrations §4.7)",
     ]
 
 

@@ -715,9 +715,12 @@ async def test_x024_a_server_that_cannot_start(tmp_path: Path) -> None:
     runtime.on_change(changes)
     missing = stdio(DEMO)
     missing.command = str(tmp_path / "no-such-command")
+    source: Any = open_mcp_source(runtime, missing)
     with pytest.raises(FileNotFoundError, match="no-such-command"):
-        async with open_mcp_source(runtime, missing):
+        async with source:
             pytest.fail("entered")  # pragma: no cover
+    assert source.closed
+    assert not source.connected
     with pytest.raises(BaseExceptionGroup) as info:
         async with open_mcp_source(runtime, stdio(DEMO, DEMO_EXIT_AT_START="1")):
             pytest.fail("entered")  # pragma: no cover

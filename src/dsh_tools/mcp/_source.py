@@ -322,7 +322,11 @@ class McpToolSource:
         self._lock = trio.Lock()
         # The source hears notifications first; the client's own handler still gets them all.
         self.client.message_handler = self._chain(self.client.message_handler)
-        await self.client.__aenter__()
+        try:
+            await self.client.__aenter__()
+        except BaseException:
+            self._closed = True  # nothing to undo: the client cleaned up after itself
+            raise
         try:
             info = self.client.server_info
             if self._name is None and info is not None and info.name:
