@@ -496,18 +496,18 @@ async def test_x014_approval_of_destructive_tools(http: HttpDemo) -> None:
     ) -> ToolResult:
         runtime = ToolRuntime(approval=service)
         scope = runtime.open_scope()
-        if kw.get("deny"):
 
-            async def deny(
-                execution: ToolExecution, call_next: CallNext[PreDecision]
-            ) -> PreDecision:
-                return Deny("not today")
+        async def deny(execution: ToolExecution, call_next: CallNext[PreDecision]) -> PreDecision:
+            return Deny("not today")
 
+        if kw.get("deny") == "earlier":
             runtime.on_pre_execute(deny)
         trusted = bool(kw.get("trusted"))
         async with open_mcp_source(
             runtime, http.url, scope=scope, approval=approval, trusted=trusted
         ):
+            if kw.get("deny") == "later":  # inner to the source's hook: its Deny comes back
+                runtime.on_pre_execute(deny)
             arguments = note if name == "write_note" else {"a": 1, "b": 2}
             return await runtime.execute(call(name, arguments, scope))
 
@@ -523,9 +523,10 @@ async def test_x014_approval_of_destructive_tools(http: HttpDemo) -> None:
     assert service.reasons == []
     assert not (await run(None, service, name="add", trusted=True)).is_error
     assert service.reasons == []
-    kept = await run(None, service, deny=True)
-    assert kept.content == (TextContent("Error: not today"),)
-    assert service.reasons == []
+    for where in ("earlier", "later"):
+        kept = await run(True, service, deny=where)
+        assert kept.content == (TextContent("Error: not today"),)
+        assert service.reasons == []
 
 
 async def test_x016_timeout_policy(http: HttpDemo) -> None:
@@ -750,6 +751,19 @@ async def test_the_source_is_made_by_open_mcp_source_and_entered_once() -> None:
             async with source:
                 pytest.fail("entered twice")  # pragma: no cover
         assert entered.connected
+
+
+async def test_the_label_falls_back_to_mcp() -> None:
+    from mcp.server.lowlevel import Server
+
+    from tests.data import mcp_lowlevel_server as lowlevel
+
+    anonymous: Server[Any] = Server(
+        "", on_list_tools=lowlevel._list_tools, on_call_tool=lowlevel._call_tool
+    )
+    async with open_mcp_source(ToolRuntime(), Client(anonymous)) as source:
+        assert source.label == "mcp"
+        assert "get_weather" in source.tools
 
 
 async def test_a_listing_that_fails_at_open_leaves_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
