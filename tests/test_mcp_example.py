@@ -2,22 +2,23 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
+import runpy
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+import trio
+
+if TYPE_CHECKING:
+    import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def test_the_mcp_example_runs_a_mixed_batch() -> None:
-    done = subprocess.run(
-        [sys.executable, str(ROOT / "examples" / "mcp_source.py")],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-    )
-    lines = done.stdout.splitlines()
+def test_the_mcp_example_runs_a_mixed_batch(capfd: pytest.CaptureFixture[str]) -> None:
+    # Run in this process (its server is still a subprocess): no second interpreter start-up.
+    example = runpy.run_path(str(ROOT / "examples" / "mcp_source.py"), run_name="example")
+    trio.run(example["main"])
+    lines = capfd.readouterr().out.splitlines()
     assert lines[0] == "the worker sees: word_count, shout, notes__lookup, notes__save_note"
     assert lines[1] == (
         '  approval asked for notes__save_note: MCP tool "save_note" of server "notes" '
