@@ -159,6 +159,9 @@ def _filler(text: str) -> str:
     return text
 
 
+_HTTP_LIFETIME = 600.0  # seconds
+
+
 def _serve_http(port_file: str) -> None:
     import socket
 
@@ -169,7 +172,9 @@ def _serve_http(port_file: str) -> None:
     sock.bind(("127.0.0.1", 0))
     sock.listen(64)  # connections queue from now on, before uvicorn accepts them
     app = build_server().streamable_http_app(host="127.0.0.1")
-    server = uvicorn.Server(uvicorn.Config(app, log_level="error"))
+    # Bounded, in case the test that started it never stops it: requests and lifetime.
+    config = uvicorn.Config(app, log_level="error", limit_max_requests=5000)
+    server = uvicorn.Server(config)
 
     # Written whole, then renamed, so that a reader never sees a partial port number.
     with open(port_file + ".tmp", "w", encoding="utf-8") as f:
@@ -177,7 +182,8 @@ def _serve_http(port_file: str) -> None:
     os.replace(port_file + ".tmp", port_file)
 
     async def serve() -> None:
-        await server.serve(sockets=[sock])
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(server.serve(sockets=[sock]), timeout=_HTTP_LIFETIME)
 
     import asyncio
 
