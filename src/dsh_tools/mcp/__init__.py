@@ -26,7 +26,9 @@ from ._errors import (
     McpProtocolError,
     McpToolError,
 )
-from ._source import McpTool, McpToolSource, open_mcp_source
+from ._open import open_mcp_source
+from ._source import McpToolSource
+from ._tool import McpTool
 
 __all__ = [
     "MCP_CONNECTION_LOST",

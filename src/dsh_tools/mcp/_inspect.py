@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 from dsh_tools import ToolCall, ToolRuntime
 
-from ._source import open_mcp_source
+from ._open import open_mcp_source
 
 if TYPE_CHECKING:
     from mcp import StdioServerParameters
