@@ -30,6 +30,7 @@ from dsh_tools import (
     ToolExecution,
     ToolRunContext,
     ToolRuntime,
+    freeze_json,
     thaw_json,
     validate_args,
 )
@@ -319,7 +320,10 @@ class McpToolSource:
             description=tool.description,
             parameters=tool.input_schema,
             output=self._output,
-            execute=self._body(tool.mcp_name, tool.input_schema if p.validated else None),
+            # A frozen copy for the checks: a frozen schema is compiled once, not per call.
+            execute=self._body(
+                tool.mcp_name, freeze_json(tool.input_schema) if p.validated else None
+            ),
             timeout=self._timeout,
             is_concurrency_safe=p.parallel,
         )
