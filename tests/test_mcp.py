@@ -886,3 +886,21 @@ async def test_a_refresh_that_ends_after_closing_changes_nothing() -> None:
         client.gate.set()
     assert errors == ["MCP source is closed"]
     assert runtime.schemas() == []
+
+
+async def test_x023_a_call_in_flight_when_the_block_ends_fails_as_closed(
+    http: HttpDemo, events: Events
+) -> None:
+    """X-023 (I§4.6): a call still in flight when the source closes fails with
+    ``source is closed``."""
+    runtime = ToolRuntime()
+    results: list[ToolResult] = []
+    async with trio.open_nursery() as outside, open_mcp_source(runtime, http.url):
+
+        async def slow() -> None:
+            results.append(await runtime.execute(call("slow", {"seconds": 5})))
+
+        outside.start_soon(slow)
+        await events.wait_for("call slow")
+    assert results[0].content == (TextContent('Error: MCP server "demo" source is closed'),)
+    assert code_of(results[0]) == MCP_CONNECTION_LOST
