@@ -30,7 +30,16 @@ if TYPE_CHECKING:
 
 __all__ = ["FULL", "QUICK", "Plan", "main"]
 
-SCENARIOS: Final = ("overhead", "gc", "memory", "makespan", "abort", "streaming", "adapters")
+SCENARIOS: Final = (
+    "overhead",
+    "gc",
+    "memory",
+    "makespan",
+    "abort",
+    "streaming",
+    "adapters",
+    "mcp",
+)
 
 
 @attrs.frozen(kw_only=True)
@@ -56,6 +65,7 @@ class Plan:
     adapters_n: int = 100  # calls per turn and schemas per export (integrations §2.9)
     adapters_repeats: int = 61
     adapters_inner: int = 20  # operations per sample
+    mcp_repeats: int = 50
 
 
 FULL: Final = Plan(
@@ -75,6 +85,7 @@ FULL: Final = Plan(
     stream_batch=10_000,
     stream_every=100_000,
     stream_max_parallel=10,
+    mcp_repeats=60,
 )
 
 QUICK: Final = Plan(
@@ -96,6 +107,7 @@ QUICK: Final = Plan(
     stream_max_parallel=10,
     adapters_repeats=5,
     adapters_inner=10,
+    mcp_repeats=10,
 )
 
 
@@ -261,6 +273,11 @@ def run_scenarios(
             )
             body = adapters.report(timings)
             title = "Provider adapters against hand-written code"
+        elif scenario == "mcp":
+            from . import mcp  # needs the mcp extra; imported only when asked for
+
+            body = mcp.report(mcp.measure(repeats=plan.mcp_repeats, progress=progress))
+            title = "MCP tool sources (integrations §4.7)"
         else:
             stream = streaming.measure_in_child(
                 plan.stream_total,

@@ -180,6 +180,7 @@ def test_run_every_scenario_with_a_tiny_plan() -> None:
         adapters_n=3,
         adapters_repeats=1,
         adapters_inner=1,
+        mcp_repeats=1,
     )
     sections = run.run_scenarios(
         run.SCENARIOS,
@@ -198,6 +199,7 @@ def test_run_every_scenario_with_a_tiny_plan() -> None:
         "## Abort latency",
         "## Streaming through open_batch",
         "## Provider adapters against hand-written code",
+        "## MCP tool sources (integrations §4.7)",
     ]
 
 

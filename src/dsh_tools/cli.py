@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from functools import partial
 from typing import TYPE_CHECKING
 
 from ._inspect import UnknownEntryError
@@ -35,19 +36,31 @@ def _parser() -> argparse.ArgumentParser:
             " a name for one entry in full, e.g. `inspect api run_tool_calls`."
         ),
     )
-    inspect.add_argument("section", nargs="?", choices=("api", "events"), help="one section")
+    inspect.add_argument(
+        "section",
+        nargs="?",
+        choices=("api", "events", "mcp"),
+        help="one section; mcp: describe an MCP server's tools (see `inspect mcp --help`)",
+    )
     inspect.add_argument("name", nargs="?", help="one catalogued entry of that section")
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; return the exit status (usage errors exit 2 via argparse)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:2] == ["inspect", "mcp"]:
+        return _inspect_mcp(argv[2:])
     args = _parser().parse_args(argv)
     try:
         text = inspect_report(args.section, args.name)
     except UnknownEntryError as exc:
         print(exc, file=sys.stderr)
         return 1
+    return _write(text)
+
+
+def _write(text: str) -> int:
     try:
         sys.stdout.buffer.write(text.encode("utf-8"))
         sys.stdout.flush()
@@ -57,6 +70,57 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"cannot write the report: {exc.strerror or exc}", file=sys.stderr)
         return 1
     return 0
+
+
+def _mcp_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m dsh_tools inspect mcp",
+        description="Connect to an MCP server and print its tools as dsh-trio registers them: "
+        "name, execution mode, approval, and whether the schema is in the supported subset.",
+        epilog="examples: inspect mcp -- uvx some-server --flag; inspect mcp http://127.0.0.1:8000/mcp",
+    )
+    parser.add_argument("--trusted", action="store_true", help="believe the server's hints")
+    parser.add_argument("--prefix", default="", help="put before every registered name")
+    parser.add_argument(
+        "server", nargs="+", help="an http(s):// URL, or (after --) a command and its arguments"
+    )
+    return parser
+
+
+def _inspect_mcp(argv: list[str]) -> int:
+    """``inspect mcp``: its own parser, and ``mcp`` imported only when it is used."""
+    parser = _mcp_parser()
+    args = parser.parse_args(argv)
+    try:
+        import trio
+        from mcp import StdioServerParameters
+
+        from .mcp._inspect import report
+    except ImportError:
+        print(
+            "inspect mcp requires the mcp package (mcp>=2,<3): pip install 'dsh-trio[mcp]'",
+            file=sys.stderr,
+        )
+        return 1
+    server: str | StdioServerParameters = args.server[0]
+    if not args.server[0].startswith(("http://", "https://")):
+        server = StdioServerParameters(command=args.server[0], args=args.server[1:])
+    elif len(args.server) > 1:
+        parser.error("a URL takes no further arguments")
+    try:
+        text = trio.run(partial(report, server, trusted=args.trusted, prefix=args.prefix))
+    except ValueError as exc:  # a bad --prefix
+        parser.error(str(exc))
+    except Exception as exc:
+        print(f"cannot inspect the MCP server: {_first_leaf(exc)}", file=sys.stderr)
+        return 1
+    return _write(text)
+
+
+def _first_leaf(exc: BaseException) -> BaseException:
+    while isinstance(exc, BaseExceptionGroup):
+        exc = exc.exceptions[0]
+    return exc
 
 
 def _quiet_stdout() -> None:
