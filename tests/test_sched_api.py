@@ -21,6 +21,7 @@ def test_dsh_sched_all_is_pinned() -> None:
             "open_batch",
             "Batch",
             "BatchOutcome",
+            "BatchStatistics",
             "CommittedCall",
             "Sink",
             "CallStarted",

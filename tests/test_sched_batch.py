@@ -8,6 +8,7 @@ from __future__ import annotations
 import gc
 from typing import Any
 
+import attrs
 import pytest
 import trio
 import trio.testing
@@ -16,6 +17,7 @@ from dsh_sched import (
     DEFAULT_MAX_PARALLEL,
     Batch,
     BatchOutcome,
+    BatchStatistics,
     CommittedCall,
     ModelToolCall,
     RecordingSink,
@@ -24,6 +26,7 @@ from dsh_sched import (
 )
 from dsh_tools import (
     Abort,
+    ExecutionMode,
     ExecutionToken,
     Output,
     TextContent,
@@ -579,3 +582,38 @@ async def test_block_cancelled_group_propagates_as_the_blocks_own_group() -> Non
     assert isinstance(raised, BaseExceptionGroup)
     assert all(isinstance(e, trio.Cancelled) for e in raised.exceptions)
     assert batch.outcome is None
+
+
+async def test_statistics_is_a_snapshot_of_the_batch() -> None:
+    """``Batch.statistics()``: a frozen snapshot before, during and after the batch; calls
+    started, running, committed, synthetic, the group's mode, aborted."""
+    gates = Gates()
+    runtime = ToolRuntime()
+    runtime.register(gated_tool("r", parallel=True, steps=[], gates=gates))
+    runtime.register(gated_tool("w", parallel=False, steps=[], gates=gates))
+    batch = open_batch(runtime, calls("r:c1", "r:c2", "w:c3", "r:c4"), max_parallel=2)
+    assert batch.statistics() == BatchStatistics(
+        calls=4, started=0, running=0, committed=0, synthetic=0, group_mode=None, aborted=False
+    )
+    async with batch:
+        await trio.testing.wait_all_tasks_blocked()
+        during = batch.statistics()
+        assert during == BatchStatistics(
+            calls=4,
+            started=2,
+            running=2,
+            committed=0,
+            synthetic=0,
+            group_mode=ExecutionMode.PARALLEL,
+            aborted=False,
+        )
+        with pytest.raises(attrs.exceptions.FrozenInstanceError):
+            during.running = 0  # type: ignore[misc]
+        gates.release("c1")
+        await trio.testing.wait_all_tasks_blocked()
+        assert (batch.statistics().committed, batch.statistics().running) == (1, 1)
+        batch.abort.abort("enough")
+    after = batch.statistics()
+    assert after == BatchStatistics(
+        calls=4, started=2, running=0, committed=4, synthetic=2, group_mode=None, aborted=True
+    )

@@ -8,7 +8,7 @@ call through ``dsh_tools.lowlevel`` only.
 
 from ._batch import DEFAULT_MAX_PARALLEL, Batch, open_batch, run_tool_calls
 from ._calls import ModelToolCall, parse_arguments
-from ._outcome import BatchOutcome, CommittedCall
+from ._outcome import BatchOutcome, BatchStatistics, CommittedCall
 from ._session_log import JsonlSessionLog, LoggedCall, read_session_log
 from ._sinks import CallCommitted, CallStarted, ContextAccepted, RecordingSink, Sink
 
@@ -16,6 +16,7 @@ __all__ = [
     "DEFAULT_MAX_PARALLEL",
     "Batch",
     "BatchOutcome",
+    "BatchStatistics",
     "CallCommitted",
     "CallStarted",
     "CommittedCall",

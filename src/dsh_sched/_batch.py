@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from contextlib import AbstractAsyncContextManager
     from types import TracebackType
 
-    from ._outcome import BatchOutcome, CommittedCall
+    from ._outcome import BatchOutcome, BatchStatistics, CommittedCall
     from ._sinks import Sink
 
 __all__ = ["DEFAULT_MAX_PARALLEL", "Batch", "open_batch", "run_tool_calls"]
@@ -482,6 +482,19 @@ class Batch:
             else:  # pragma: no cover - only trio's SIGINT delivery puts one here
                 self._driver.note_native(leaf)
         return cancelled
+
+    def statistics(self) -> BatchStatistics:
+        """A frozen snapshot of the batch's counters: calls, started, running, committed,
+        synthetic, the current group's mode and whether it was aborted.
+
+        Cheap, and valid at any time, before entering, while it runs and after it ended.
+
+        Example:
+            >>> async def watch(batch):  # doctest: +SKIP
+            ...     stats = batch.statistics()
+            ...     print(f"{stats.committed}/{stats.calls} done, {stats.running} running")
+        """
+        return self._driver.statistics()
 
     # -- iteration (scheduler.md §9) ------------------------------------------------------
 

@@ -20,7 +20,7 @@ from dsh_tools import AbortError, ToolCall, ToolDeniedError, error_result
 from dsh_tools.lowlevel import Lane, is_cancellation
 
 from ._calls import parse_arguments
-from ._outcome import BatchOutcome, CommittedCall
+from ._outcome import BatchOutcome, BatchStatistics, CommittedCall
 from ._sinks import CallCommitted, CallStarted, ContextAccepted
 
 if TYPE_CHECKING:
@@ -118,6 +118,7 @@ class Driver:
         "root_call_id",
         "scope",
         "sink",
+        "synthetic",
         "timeout",
         "timer_scope",
     )
@@ -171,6 +172,8 @@ class Driver:
         self.context_owners: list[int] = []
         self.contexts_sent = 0
         self.concluded = False
+        #: Synthetic pairs recorded so far.
+        self.synthetic = 0
 
     # The lane's state, as the batch reads it.
 
@@ -238,6 +241,19 @@ class Driver:
         # Completed, or stopped by an internal failure: either way the batch delivers
         # nothing more, so the iteration can end now.
         self.end_iteration()
+
+    def statistics(self) -> BatchStatistics:
+        """The batch's counters as a frozen snapshot (see :meth:`Batch.statistics`)."""
+        lane = self.lane.statistics()
+        return BatchStatistics(
+            calls=len(self.calls),
+            started=lane.started,
+            running=lane.running,
+            committed=lane.committed + self.synthetic,
+            synthetic=self.synthetic,
+            group_mode=lane.group_mode,
+            aborted=lane.aborted,
+        )
 
     @trio.lowlevel.enable_ki_protection
     def bookkeep(self) -> None:
@@ -381,6 +397,7 @@ class Driver:
         result = _synthetic_result(self.abort.reason)
         number = self.number
         while (index := lane.take_unstarted()) is not None:
+            self.synthetic += 1
             call = self.calls[index]
             interrupted: BaseException | None = None
             if sink is not None:

@@ -10,7 +10,7 @@ from dsh_tools import ExecutionMode, ToolResult, UserMessage
 
 from ._calls import ModelToolCall
 
-__all__ = ["BatchOutcome", "CommittedCall"]
+__all__ = ["BatchOutcome", "BatchStatistics", "CommittedCall"]
 
 
 @final
@@ -75,3 +75,35 @@ class BatchOutcome:
     concludes_turn: bool
     aborted: bool
     abort_reason: object = None
+
+
+@final
+@attrs.frozen(kw_only=True)
+class BatchStatistics:
+    """A snapshot of a running batch, from :meth:`Batch.statistics` (like trio's
+    ``Event.statistics()``): data to read, not live state.
+
+    Attributes:
+        calls: Calls in the batch.
+        started: Calls started so far (created; each has its ``on_call``).
+        running: Dispatch stages (wrappers and bodies) in flight now.
+        committed: Calls with a committed result so far, synthetic ones included.
+        synthetic: Synthetic results so far (calls never started: an abort or a
+            cancellation).
+        group_mode: The mode of the group the batch is running (``PARALLEL`` for a pool,
+            ``EXCLUSIVE`` for a barrier), or ``None`` between groups and once it is over.
+        aborted: Whether the batch ``Abort`` has fired.
+
+    Example:
+        >>> BatchStatistics(calls=3, started=2, running=1, committed=1, synthetic=0,
+        ...                 group_mode=None, aborted=False).running
+        1
+    """
+
+    calls: int
+    started: int
+    running: int
+    committed: int
+    synthetic: int
+    group_mode: ExecutionMode | None
+    aborted: bool
