@@ -193,13 +193,15 @@ def run_point(scenario: str, k: int) -> tuple[bool, list[str]]:
     # it so that each landing point is the same run every time (test-only, private name).
     trio._core._run._r.seed(k)
     raised: BaseException | None = None
+    # Put back whatever traced before (a coverage tracer, when run in a measured process).
+    previous = sys.gettrace()
     sys.settrace(tracer)
     try:
         trio.run(SCENARIOS[scenario], seen, clock=trio.testing.MockClock(autojump_threshold=0))
     except BaseException as exc:
         raised = exc
     finally:
-        sys.settrace(None)
+        sys.settrace(previous)
     problems = [f"{scenario} k={k} at {where}: {p}" for p in _check(seen, raised, fired)]
     return fired, problems
 
