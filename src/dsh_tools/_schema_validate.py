@@ -76,10 +76,15 @@ class _Sink:
 # Stack operations.
 _VALIDATE: Final = 0  # (op, node, value, path, sink, frozen)
 _EMIT: Final = 1  # (op, messages, sink): violations that come after a node's children
-_ONE_OF: Final = 2  # (op, branch sinks, path, sink): all branches done; count the matches
+_ONE_OF: Final = 2  # (op, branch sinks, path, sink, memo key, value): count the matches
 _LEAVE: Final = 3  # (op, id): a container's free walk is done; it is off the path again
 
 _Task: TypeAlias = tuple[Any, ...]
+
+
+# How many branches of a ``oneOf`` node matched a value, keyed by the ids of the node and
+# the value (the value is kept too, so that its id stays its own while the walk runs).
+_Matches: TypeAlias = dict[tuple[int, int], tuple[int, object]]
 
 
 def _run(root: Node, value: object, path: str, sink: _Sink) -> None:
@@ -87,6 +92,12 @@ def _run(root: Node, value: object, path: str, sink: _Sink) -> None:
     # Ids of the unfrozen containers on the current free-walk path: a container met again
     # there contains itself, which is not JSON. Frozen data cannot be cyclic.
     on_path: set[int] = set()
+    # A oneOf node's branches are tried on one value once per walk. A schema built in
+    # Python can share one sub-schema among the branches of many nested oneOf nodes; without
+    # this, each level would try the shared part again per branch: exponential work.
+    # Whether a branch matches depends only on the branch and the value (not on the path,
+    # nor on the sink), so the count found once holds wherever they meet again.
+    matches: _Matches = {}
     while stack:
         task = stack.pop()
         op = task[0]
@@ -94,7 +105,7 @@ def _run(root: Node, value: object, path: str, sink: _Sink) -> None:
             _, node, v, p, s, frozen = task
             if s.failed:
                 continue
-            _validate_one(node, v, p, s, frozen, stack, on_path)
+            _validate_one(node, v, p, s, frozen, stack, on_path, matches)
         elif op == _EMIT:
             _, messages, s = task
             if s.out is not None:
@@ -104,8 +115,9 @@ def _run(root: Node, value: object, path: str, sink: _Sink) -> None:
         elif op == _ONE_OF:
             # ``s`` cannot have failed since this task was pushed: only the branches, with
             # sinks of their own, ran in between.
-            _, branches, p, s = task
+            _, branches, p, s, key, v = task
             matched = sum(1 for b in branches if not b.failed)
+            matches[key] = (matched, v)
             if matched != 1:
                 s.emit(p, f"must match exactly one oneOf branch (matched {matched})")
         else:
@@ -121,6 +133,7 @@ def _validate_one(
     frozen: bool,
     stack: list[_Task],
     on_path: set[int],
+    matches: _Matches,
 ) -> None:
     kind = kind_of(v, frozen)
     if kind < 0:
@@ -151,22 +164,34 @@ def _validate_one(
             if matched != 1:
                 s.emit(p, f"must match exactly one oneOf branch (matched {matched})")
             return
+        key = (id(node), id(v))
+        known = matches.get(key)
+        if known is not None:
+            if known[0] != 1:
+                s.emit(p, f"must match exactly one oneOf branch (matched {known[0]})")
+            return
         # Each branch validates the same value into its own flag-only sink; the count is
         # taken once all of them are done (they sit above the _ONE_OF task on the stack).
         branches = [_Sink(None) for _ in node.one_of]
-        stack.append((_ONE_OF, branches, p, s))
+        stack.append((_ONE_OF, branches, p, s, key, v))
         for branch, bs in zip(reversed(node.one_of), reversed(branches), strict=True):
             stack.append((_VALIDATE, branch, v, p, bs, frozen))
         return
     if kind == OBJECT:
         if node.declared:
-            _push_object(node, v, p, s, frozen, stack, on_path)
+            _push_object(node, v, p, s, frozen, stack, on_path, matches)
         elif not frozen:
             _push_free(v.items(), v, p, s, stack, on_path)
     elif kind == ARRAY:
         if node.items is not None:
             _push_children(
-                [(i, node.items, x) for i, x in enumerate(v)], p, s, frozen, stack, on_path
+                [(i, node.items, x) for i, x in enumerate(v)],
+                p,
+                s,
+                frozen,
+                stack,
+                on_path,
+                matches,
             )
         elif not frozen:
             _push_free(enumerate(v), v, p, s, stack, on_path)
@@ -180,6 +205,7 @@ def _push_object(
     frozen: bool,
     stack: list[_Task],
     on_path: set[int],
+    matches: _Matches,
 ) -> None:
     for name in node.required:
         if name not in v:
@@ -214,6 +240,7 @@ def _push_object(
         frozen,
         stack,
         on_path,
+        matches,
     )
 
 
@@ -224,6 +251,7 @@ def _push_children(
     frozen: bool,
     stack: list[_Task],
     on_path: set[int],
+    matches: _Matches,
 ) -> None:
     """Validate ``(step, node, value)`` children in order.
 
@@ -242,7 +270,7 @@ def _push_children(
             continue
         if t not in SCALAR_TYPES or (child.one_of is not None and not child.scalar_branches):
             break
-        _validate_one(child, x, (p, step), s, frozen, stack, on_path)
+        _validate_one(child, x, (p, step), s, frozen, stack, on_path, matches)
         if s.failed:
             return
         i += 1
