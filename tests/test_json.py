@@ -496,6 +496,8 @@ def test_j029_shared_containers_are_hashed_once() -> None:
     for _ in range(60):
         twin = FrozenDict({"c": (twin,), "b": twin, "a": twin})
     assert hash(shared) == hash(twin)
+    pair = (1, (2,))
+    assert hash(FrozenDict({"a": pair, "b": pair})) == hash(FrozenDict({"a": (1, (2,)), "b": pair}))
 
 
 @pytest.mark.parametrize(

@@ -1081,6 +1081,7 @@ def test_j019_non_string_unknown_keys_are_a_value_error() -> None:
             {"is_error": True, "error": {"message": "m", 5: 1, "x": 2}},
             'unknown keys ["x"] and a key that is not a string @ $.error',
         ),
+        ({**_VALID, "content": True}, "content must be an array, got a boolean @ $.content"),
     ]
     for data, detail in cases:
         with pytest.raises(ValueError, match=r"^invalid tool result JSON: ") as info:
@@ -1158,3 +1159,11 @@ def test_j019_from_json_details_never_quote_python_internals(
         assert text.startswith("invalid tool result JSON: ")
         for internal in ("<", "object at", "Opaque", "NoneType", "'", "attribute", "iterable"):
             assert internal not in text, text
+
+
+def test_j019_an_unexpected_error_is_not_quoted() -> None:
+    """J-019: a failure that is none of the converter's own (Python's words about its own
+    objects) is reported as ``invalid value``, never quoted."""
+    from dsh_tools._convert import _detail
+
+    assert _detail(AttributeError("'list' object has no attribute 'keys'")) == "invalid value"

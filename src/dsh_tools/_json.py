@@ -209,12 +209,10 @@ def _deep_hash(root: FrozenDict) -> int:
             if value._hash is not None:
                 continue
             children = value.values()
-        elif kind is tuple:
+        else:  # a tuple: only FrozenDicts and tuples are ever pushed
             if id(value) in tuple_hashes:
                 continue
             children = value
-        else:
-            continue
         stack.append((value, True))
         stack.extend((child, False) for child in children if type(child) in _NESTED_HASHED)
     done = root._hash
