@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Final
 
 import attrs
 
-from . import abort, makespan, memory, overhead, streaming
+from . import abort, adapters, makespan, memory, overhead, streaming
 from ._harness import HEAP_CONDITIONS, HeapMode, environment, markdown_table
 
 if TYPE_CHECKING:
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 
 __all__ = ["FULL", "QUICK", "Plan", "main"]
 
-SCENARIOS: Final = ("overhead", "gc", "memory", "makespan", "abort", "streaming")
+SCENARIOS: Final = ("overhead", "gc", "memory", "makespan", "abort", "streaming", "adapters")
 
 
 @attrs.frozen(kw_only=True)
@@ -53,6 +53,9 @@ class Plan:
     stream_batch: int
     stream_every: int
     stream_max_parallel: int
+    adapters_n: int = 100  # calls per turn and schemas per export (integrations §2.9)
+    adapters_repeats: int = 61
+    adapters_inner: int = 20  # operations per sample
 
 
 FULL: Final = Plan(
@@ -91,6 +94,8 @@ QUICK: Final = Plan(
     stream_batch=10_000,
     stream_every=10_000,
     stream_max_parallel=10,
+    adapters_repeats=5,
+    adapters_inner=10,
 )
 
 
@@ -247,6 +252,15 @@ def run_scenarios(
             latency = abort.measure(plan.abort_ns, repeats=plan.abort_repeats, progress=progress)
             body = abort.report(latency, plan.abort_ns)
             title = "Abort latency"
+        elif scenario == "adapters":
+            timings = adapters.measure(
+                plan.adapters_n,
+                repeats=plan.adapters_repeats,
+                inner=plan.adapters_inner,
+                progress=progress,
+            )
+            body = adapters.report(timings)
+            title = "Provider adapters against hand-written code"
         else:
             stream = streaming.measure_in_child(
                 plan.stream_total,

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 import pytest
-from benches import abort, makespan, memory, overhead, run, streaming
+from benches import abort, adapters, makespan, memory, overhead, run, streaming
 from benches.profile import profile_system
 
 if TYPE_CHECKING:
@@ -132,6 +132,19 @@ def test_abort_latency_commits_every_call() -> None:
     assert "dsh-trio: fire the batch Abort" in abort.report(result, [5])
 
 
+def test_adapters_compares_every_provider_and_target() -> None:
+    """A-P1, A-P2, A-P3: each adapter is timed against a baseline that builds the same value."""
+    result = adapters.measure(4, repeats=1, inner=1, progress=_quiet)
+    for target in ("A-P1", "A-P2", "A-P3"):
+        for provider in adapters.PROVIDERS:
+            assert result.stats(target, provider, "adapter") is not None
+            assert result.stats(target, provider, "hand") is not None
+    text = adapters.report(result)
+    assert text.count("| A-P") == 9
+    assert "| A-P1 | openai_chat |" in text
+    assert "not measured" in adapters.report(adapters.AdapterResult(n=4))
+
+
 def test_streaming_samples_rss() -> None:
     result = streaming.measure(
         120, batch_size=50, sample_every=40, max_parallel=10, progress=_quiet
@@ -164,6 +177,9 @@ def test_run_every_scenario_with_a_tiny_plan() -> None:
         stream_total=20,
         stream_batch=10,
         stream_every=10,
+        adapters_n=3,
+        adapters_repeats=1,
+        adapters_inner=1,
     )
     sections = run.run_scenarios(
         run.SCENARIOS,
@@ -181,6 +197,7 @@ def test_run_every_scenario_with_a_tiny_plan() -> None:
         "## Makespan against the lower bound",
         "## Abort latency",
         "## Streaming through open_batch",
+        "## Provider adapters against hand-written code",
     ]
 
 

@@ -31,6 +31,7 @@ from tests.pipeline_helpers import (
     ARGS_NOT_LOSSLESS,
     aborted,
     aborted_before_dispatch,
+    denied,
     failure,
     message,
     observe,
@@ -226,8 +227,8 @@ async def test_stage_contract_denial_needs_finalize() -> None:
     runtime.on_pre_execute(_denying("not today"))
     step = await lowlevel.prepare(lowlevel.create(runtime, tool_call()))
     assert isinstance(step, NeedsFinalize)
-    assert step.result == failure("not today")
-    assert await lowlevel.finalize(step) == failure("not today")
+    assert step.result == denied("not today")
+    assert await lowlevel.finalize(step) == denied("not today")
 
 
 async def test_stage_contract_wrapper_failure_needs_finish() -> None:
@@ -300,8 +301,8 @@ async def test_c031_cancelled_result_of_an_error_is_that_error() -> None:
     assert isinstance(step, NeedsFinalize)
     replacement = lowlevel.cancelled_result(execution, step.result)
     assert replacement is step.result
-    assert lowlevel.finish(execution, replacement) == failure("no way")
-    assert observed.results == [failure("no way")]
+    assert lowlevel.finish(execution, replacement) == denied("no way")
+    assert observed.results == [denied("no way")]
 
 
 async def test_c031_cancelled_result_of_a_success_is_aborted_with_its_context() -> None:
@@ -388,3 +389,21 @@ async def test_c031_cancelled_result_info_is_the_abort_error() -> None:
     assert replacement.error is not None
     assert replacement.error.message == "tool call aborted before dispatch"
     assert replacement.error.info == ErrorInfo("AbortError", "ABORTED_BEFORE_DISPATCH")
+
+
+async def test_finished_result_is_none_until_stage_4_and_then_the_observed_result() -> None:
+    """``lowlevel.finished_result``: ``None`` before stage 4, then the very result the
+    observers received; a wrong argument type is a ``TypeError``."""
+    runtime = ToolRuntime()
+    runtime.register(raw_tool())
+    observed = observe(runtime)
+    execution = lowlevel.create(runtime, tool_call())
+    assert lowlevel.finished_result(execution) is None
+    step = await lowlevel.prepare(execution)
+    assert isinstance(step, ReadyToDispatch)
+    assert lowlevel.finished_result(execution) is None
+    result = await lowlevel.finalize(await lowlevel.dispatch(step))  # type: ignore[arg-type]
+    assert lowlevel.finished_result(execution) is result
+    assert observed.results == [result]
+    with pytest.raises(TypeError, match="finished_result\\(\\) expects a ToolExecution, got str"):
+        lowlevel.finished_result("nope")  # type: ignore[arg-type]

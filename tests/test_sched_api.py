@@ -61,7 +61,15 @@ def test_public_concrete_classes_are_final() -> None:
 
 
 def test_init_modules_only_re_export() -> None:
-    for path in (SRC / "__init__.py", SRC / "testing.py"):
+    adapters = SRC / "adapters"
+    for path in (
+        SRC / "__init__.py",
+        SRC / "testing.py",
+        adapters / "__init__.py",
+        adapters / "openai_chat.py",
+        adapters / "openai_responses.py",
+        adapters / "anthropic_messages.py",
+    ):
         tree = ast.parse(path.read_text())
         defined = [n for n in tree.body if isinstance(n, ast.ClassDef)]
         assert defined == [], path
@@ -79,7 +87,7 @@ def _imports(path: Path) -> list[tuple[str, list[str]]]:
 
 def test_dsh_sched_uses_only_public_dsh_tools_names_and_never_execute() -> None:
     """README "Layering": public names only; calls are driven through lowlevel."""
-    for path in SRC.glob("*.py"):
+    for path in [*SRC.glob("*.py"), *(SRC / "adapters").glob("*.py")]:
         text = path.read_text()
         assert ".execute(" not in text, path  # never ToolRuntime.execute()
         for module, names in _imports(path):
@@ -111,3 +119,10 @@ def test_lazy_strategy_names_match_the_strategies_module() -> None:
     assert frozenset(strategies.__all__) == testing._STRATEGY_NAMES
     for name in strategies.__all__:
         assert getattr(testing, name) is getattr(strategies, name)
+
+
+def test_adapters_import_no_sdk() -> None:
+    """integrations §1: the adapters never import openai, anthropic or mcp."""
+    for path in (SRC / "adapters").glob("*.py"):
+        for module, _ in _imports(path):
+            assert module.split(".")[0] not in ("openai", "anthropic", "mcp", "pydantic"), path

@@ -55,6 +55,7 @@ class Abort:
         """The reason given to the first :meth:`abort`; ``None`` until then."""
         return self._reason
 
+    @trio.lowlevel.enable_ki_protection
     def abort(self, reason: object = None) -> None:
         """Fire the abort (idempotent: the first reason is kept).
 
@@ -108,6 +109,7 @@ class _AbortScope:
         self._abort = abort
         self._scope = trio.CancelScope()
 
+    @trio.lowlevel.enable_ki_protection
     def __enter__(self) -> trio.CancelScope:
         scope = self._scope
         abort = self._abort
@@ -118,6 +120,7 @@ class _AbortScope:
         scope.__enter__()
         return scope
 
+    @trio.lowlevel.enable_ki_protection
     def __exit__(
         self,
         exc_type: type[BaseException] | None,

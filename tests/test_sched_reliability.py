@@ -1,0 +1,329 @@
+"""Reliability under hostile conditions: hooks that misuse the stage contract, a
+``BaseException`` out of stage 4, a checkpoint between classifying and starting a call, a
+scope closed mid-batch, and a long iterated batch (issue: "nothing lost, nothing
+swallowed")."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import trio
+import trio.testing
+
+import dsh_sched._driver
+from dsh_sched import (
+    CallCommitted,
+    CallStarted,
+    ModelToolCall,
+    RecordingSink,
+    open_batch,
+    run_tool_calls,
+)
+from dsh_sched._driver import HELD_LIMIT
+from dsh_tools import (
+    TOOL_DENIED,
+    CallNext,
+    ExecutionMode,
+    PostDecision,
+    PreDecision,
+    ToolCall,
+    ToolDefinition,
+    ToolExecution,
+    ToolResult,
+    ToolRunContext,
+    ToolRuntime,
+    lowlevel,
+)
+from tests.test_sched_fixtures import calls, output, text_of
+
+
+def _tool(name: str, *, parallel: bool = True, body: Any = None) -> ToolDefinition:
+    async def default(args: object, ctx: ToolRunContext) -> object:
+        return ctx.call_id
+
+    return ToolDefinition(
+        name=name,
+        description=name,
+        parameters={},
+        output=output(),
+        execute=default if body is None else body,
+        is_concurrency_safe=parallel,
+    )
+
+
+class Boom(BaseException):
+    """A custom non-Exception, as a user's code may raise."""
+
+
+# -- a BaseException out of stage 4 during a commit -------------------------------------
+
+
+@pytest.mark.parametrize("raised", [KeyboardInterrupt, SystemExit, Boom])
+@pytest.mark.parametrize("where", ["observer", "finalizer"])
+@pytest.mark.parametrize("post_hook", [False, True], ids=["finish", "finalize"])
+async def test_a_base_exception_out_of_stage_4_still_commits_the_call(
+    raised: type[BaseException], where: str, post_hook: bool
+) -> None:
+    """A result observer or ``finalize_content`` raising a ``BaseException`` while the batch
+    commits a call: that call still gets its one ``on_result``, carrying the result it was
+    finished with; every call gets one; the exception propagates bare."""
+    runtime = ToolRuntime()
+    fired: list[str] = []
+
+    def finalizer(execution: ToolExecution, result: ToolResult) -> None:
+        if where == "finalizer" and execution.call_id == "c2":
+            fired.append("finalizer")
+            raise raised()
+
+    def observer(execution: ToolExecution, result: ToolResult) -> None:
+        if where == "observer" and execution.call_id == "c2":
+            fired.append("observer")
+            raise raised()
+
+    tool = _tool("t", parallel=False)
+    runtime.register(
+        ToolDefinition(
+            name="t",
+            description="t",
+            parameters={},
+            output=output(),
+            execute=tool.execute,
+            finalize_content=finalizer,
+        )
+    )
+    runtime.on_result(observer)
+    if post_hook:
+
+        async def post(
+            execution: ToolExecution, result: ToolResult, call_next: CallNext[PostDecision]
+        ) -> PostDecision:
+            return await call_next()
+
+        runtime.on_post_execute(post)
+    sink = RecordingSink()
+    with pytest.raises(raised) as info:
+        await run_tool_calls(runtime, calls("t:c1", "t:c2", "t:c3"), sink=sink)
+    assert type(info.value) is raised  # bare, never in a group
+    assert fired == [where]
+    results = {e.call.call_id: e.result for e in sink.events if isinstance(e, CallCommitted)}
+    starts = [e.call.call_id for e in sink.events if isinstance(e, CallStarted)]
+    assert starts == ["c1", "c2", "c3"]
+    assert sorted(results) == ["c1", "c2", "c3"]
+    assert results["c1"].is_error is False
+    # c2 was finished before the exception escaped: its result is the one it got.
+    assert results["c2"].is_error is False
+    assert results["c2"].value == "c2"
+    # c3 never started: the native cancellation gives it a synthetic result.
+    assert text_of(results["c3"]) == "Error: tool call aborted before dispatch"
+
+
+# -- lowlevel.finish on a running execution ---------------------------------------------
+
+
+@pytest.mark.parametrize("where", ["pre", "guard", "wrapper", "body", "post"])
+async def test_finish_on_a_running_execution_is_refused(where: str) -> None:
+    """Each execution is finished exactly once: a hook, guard, wrapper or body calling
+    ``lowlevel.finish`` on its own call gets a ``RuntimeError``, and the observers are told
+    one result, the pipeline's."""
+    runtime = ToolRuntime()
+    refusals: list[str] = []
+    forged = ToolResult(is_error=False, value="forged")
+
+    def attempt(execution: ToolExecution) -> None:
+        try:
+            lowlevel.finish(execution, forged)
+        except RuntimeError as exc:
+            refusals.append(str(exc))
+
+    async def body(args: object, ctx: ToolRunContext) -> object:
+        if where == "body":
+            attempt(seen_executions[0])
+        return "real"
+
+    seen_executions: list[ToolExecution] = []
+
+    async def pre(execution: ToolExecution, call_next: CallNext[PreDecision]) -> PreDecision:
+        seen_executions.append(execution)
+        if where == "pre":
+            attempt(execution)
+        return await call_next()
+
+    def guard(execution: ToolExecution) -> str | None:
+        if where == "guard":
+            attempt(execution)
+        return None
+
+    async def wrap(execution: ToolExecution, call_next: CallNext[ToolResult]) -> ToolResult:
+        if where == "wrapper":
+            attempt(execution)
+        return await call_next()
+
+    async def post(
+        execution: ToolExecution, result: ToolResult, call_next: CallNext[PostDecision]
+    ) -> PostDecision:
+        if where == "post":
+            attempt(execution)
+        return await call_next()
+
+    observed: list[ToolResult] = []
+    runtime.register(_tool("t", body=body))
+    runtime.on_pre_execute(pre)
+    runtime.guard(guard)
+    runtime.wrap_execute(wrap)
+    runtime.on_post_execute(post)
+    runtime.on_result(lambda execution, result: observed.append(result))
+    outcome = await run_tool_calls(runtime, calls("t:c1"))
+    assert len(refusals) == 1
+    assert refusals[0].startswith("execution is still running")
+    [committed] = outcome.results
+    assert committed.result.value == "real"
+    assert observed == [committed.result]
+
+
+async def test_finish_on_a_running_execution_is_refused_in_execute_too() -> None:
+    """The same through ``execute()``'s one-frame path (no hook at all): the body reaches its
+    execution through ``ctx.execution``."""
+    runtime = ToolRuntime()
+    refusals: list[str] = []
+
+    async def body(args: object, ctx: ToolRunContext) -> object:
+        try:
+            lowlevel.finish(ctx.execution, ToolResult(is_error=False, value="forged"))
+        except RuntimeError as exc:
+            refusals.append(str(exc))
+        return "real"
+
+    observed: list[ToolResult] = []
+    runtime.register(_tool("t", body=body))
+    runtime.on_result(lambda execution, result: observed.append(result))
+    result = await runtime.execute(ToolCall(call_id="c", name="t"))
+    assert len(refusals) == 1
+    assert result.value == "real"
+    assert observed == [result]
+
+
+# -- a checkpoint between classifying and starting a call -------------------------------
+
+
+async def test_a_call_starts_under_the_mode_it_was_classified_as(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """§4.2: the first overlapping group starts the shared-scope host, a checkpoint. A task
+    woken there that turns the tool exclusive must not let the call start parallel: the
+    head is classified again, and starts alone."""
+    runtime = ToolRuntime()
+    parallel = [True]
+    runtime.register(
+        ToolDefinition(
+            name="t",
+            description="t",
+            parameters={},
+            output=output(),
+            execute=_tool("t").execute,
+            is_concurrency_safe=lambda arguments: parallel[0],
+        )
+    )
+    real_host = dsh_sched._driver.Driver._host
+
+    async def host_with_a_flip(
+        self: dsh_sched._driver.Driver,
+        task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+    ) -> None:
+        # What a task woken at this checkpoint (a consumer fed by the sink, say) may do.
+        parallel[0] = False
+        await real_host(self, task_status=task_status)
+
+    monkeypatch.setattr(dsh_sched._driver.Driver, "_host", host_with_a_flip)
+    sink = RecordingSink()
+    outcome = await run_tool_calls(runtime, calls("t:c1", "t:c2"), sink=sink)
+    assert [e.mode for e in sink.events if isinstance(e, CallStarted)] == [
+        ExecutionMode.EXCLUSIVE,
+        ExecutionMode.EXCLUSIVE,
+    ]
+    assert [c.mode for c in outcome.results] == [ExecutionMode.EXCLUSIVE] * 2
+
+
+# -- a scope closed while its batch runs ------------------------------------------------
+
+
+async def test_a_scope_closed_mid_batch_fails_closed() -> None:
+    """Decision 35: once the batch's scope is closed, its later calls get ``TOOL_DENIED``
+    and no body runs, even for a tool the closed scope's restriction and guard denied."""
+    runtime = ToolRuntime()
+    ran: list[str] = []
+    scope = runtime.open_scope(name="agent")
+
+    async def closer(args: object, ctx: ToolRunContext) -> object:
+        ran.append("closer")
+        scope.close()
+        return "closed"
+
+    async def dangerous(args: object, ctx: ToolRunContext) -> object:
+        ran.append("dangerous")
+        return "done"
+
+    runtime.register(_tool("dangerous", parallel=False, body=dangerous))
+    scope.register(_tool("closer", parallel=False, body=closer))
+    scope.restrict(deny=["dangerous"])
+    scope.guard(lambda execution: "no" if execution.name == "dangerous" else None)
+    sink = RecordingSink()
+    outcome = await run_tool_calls(
+        runtime, calls("closer:c1", "dangerous:c2"), scope=scope, sink=sink
+    )
+    assert ran == ["closer"]
+    first, second = (c.result for c in outcome.results)
+    assert first.value == "closed"
+    assert second.error is not None
+    assert second.error.info is not None
+    assert second.error.info.code == TOOL_DENIED
+    assert second.error.message == (
+        'the batch\'s scope "agent" was closed before this call started; '
+        "nothing runs in a closed scope's name"
+    )
+    assert not outcome.results[1].synthetic
+    assert [e.mode for e in sink.events if isinstance(e, CallStarted)] == [
+        ExecutionMode.EXCLUSIVE,
+        ExecutionMode.EXCLUSIVE,
+    ]
+
+
+# -- a long iterated batch holds bounded memory -----------------------------------------
+
+
+async def test_a_slow_reader_bounds_what_keep_results_false_holds() -> None:
+    """Decision 36: with ``keep_results=False``, committed calls wait for a running
+    iteration up to ``HELD_LIMIT``; then the driver waits for the reader, so a long batch
+    of instant tools holds bounded memory whatever the consumer's pace."""
+    runtime = ToolRuntime()
+    runtime.register(_tool("t"))
+    n = 3 * HELD_LIMIT + 7
+    batch_calls = [ModelToolCall(call_id=f"c{i}", name="t", arguments="") for i in range(n)]
+    committed = 0
+    read = 0
+    ahead: list[int] = []
+
+    class Counting:
+        def on_call(self, event: CallStarted) -> None:
+            pass
+
+        def on_result(self, event: CallCommitted) -> None:
+            nonlocal committed
+            committed += 1
+            ahead.append(committed - read)
+
+        def on_context(self, event: object) -> None:
+            pass
+
+    async with open_batch(
+        runtime, batch_calls, keep_results=False, max_parallel=50, sink=Counting()
+    ) as batch:
+        async for item in batch:
+            assert item.index == read
+            read += 1
+            for _ in range(3):  # a slow consumer: several rounds per item
+                await trio.lowlevel.checkpoint()
+    assert read == committed == n
+    assert max(ahead) <= HELD_LIMIT + 1
+    assert batch.outcome is not None
+    assert batch.outcome.results == ()
