@@ -30,6 +30,7 @@ from ._schema_compile import (
     kind_of,
     scalar_key,
 )
+from ._schema_quick import quick_predicate
 
 __all__ = ["CompiledSchema", "compile_schema", "validate_args", "validate_json_value"]
 
@@ -321,7 +322,7 @@ class CompiledSchema:
         #: The schema it was compiled from (kept alive, so its identity stays unique).
         self.schema = schema
         self._root = compile_nodes(schema)
-        self._quick = _quick_predicate(schema)
+        self._quick = quick_predicate(schema)
 
     def validate_frozen(self, value: JsonValue, path: str = "") -> list[str]:
         """:meth:`validate` for a value that ``freeze_json`` returned (the per-call path).
@@ -355,91 +356,6 @@ class CompiledSchema:
         sink = _Sink(None)
         _run(self._root, value, "", sink)
         return not sink.failed
-
-
-_ANNOTATIONS: Final = frozenset({"description", "title", "default", "examples"})
-_FLOAT_OR_INT: Final = (int, float)
-_QUICK_TYPES: Final[dict[str, Any]] = {
-    # For frozen values only: objects are FrozenDicts, arrays tuples, floats finite.
-    "string": lambda v: type(v) is str,
-    "boolean": lambda v: type(v) is bool,
-    "null": lambda v: v is None,
-    "integer": lambda v: type(v) is int or (type(v) is float and v.is_integer()),
-    "number": lambda v: type(v) in _FLOAT_OR_INT,
-    "object": lambda v: type(v) is FrozenDict,
-    "array": lambda v: type(v) is tuple,
-}
-
-
-# The exact types a frozen value of a bare ``type`` schema may have: a property of a flat
-# object is accepted with one type test. An integral float for "integer" is valid but left to
-# the full walk (an acceptor may reject valid values: the full walk then decides).
-_FLAT_TYPES: Final[dict[str, frozenset[type]]] = {
-    "string": frozenset((str,)),
-    "boolean": frozenset((bool,)),
-    "null": frozenset((type(None),)),
-    "integer": frozenset((int,)),
-    "number": frozenset((int, float)),
-    "object": frozenset((FrozenDict,)),
-    "array": frozenset((tuple,)),
-}
-_OBJECT_CONSTRAINTS: Final = frozenset(("type", "properties", "required", "additionalProperties"))
-_ANY_TYPE: Final[Any] = None  # a property schema with no constraint: every frozen value
-_UNDECLARED: Final[Any] = object()
-
-
-def _constraints(schema: dict[str, Any]) -> list[str]:
-    return [key for key in schema if key not in _ANNOTATIONS]
-
-
-def _quick_predicate(schema: object) -> Any:
-    """A fast acceptor of frozen values, or ``None`` when the schema has none.
-
-    Schemas with no constraint or only ``type`` are decided with one test; a flat object
-    (``properties`` whose schemas are of that kind, ``required``, ``additionalProperties``)
-    with one pass over its keys. An acceptor never accepts an invalid value; it may reject
-    a valid one, which the full walk then accepts (the caller always falls back to it).
-    """
-    if not isinstance(schema, dict):
-        return None
-    constraints = _constraints(schema)
-    if not constraints:
-        return lambda v: True  # a frozen value is lossless JSON, all that {} asks
-    if constraints == ["type"]:
-        return _QUICK_TYPES.get(schema["type"])
-    if schema.get("type") == "object" and _OBJECT_CONSTRAINTS.issuperset(constraints):
-        return _quick_flat_object(schema)
-    return None
-
-
-def _quick_flat_object(schema: dict[str, Any]) -> Any:
-    declared: dict[str, frozenset[type] | None] = {}
-    for name, sub in schema.get("properties", {}).items():
-        if not isinstance(sub, dict):
-            return None
-        sub_constraints = _constraints(sub)
-        if not sub_constraints:
-            declared[name] = _ANY_TYPE
-        elif sub_constraints == ["type"] and sub["type"] in _FLAT_TYPES:
-            declared[name] = _FLAT_TYPES[sub["type"]]
-        else:
-            return None
-    required = frozenset(schema.get("required", ()))
-    closed = schema.get("additionalProperties") is False
-
-    def quick(v: object) -> bool:
-        if type(v) is not FrozenDict or not v.keys() >= required:
-            return False
-        for key, x in v.items():
-            types = declared.get(key, _UNDECLARED)
-            if types is _UNDECLARED:
-                if closed:
-                    return False
-            elif types is not None and type(x) not in types:
-                return False
-        return True
-
-    return quick
 
 
 # Compiled frozen schemas, keyed by identity. A FrozenDict is immutable all the way down, so
