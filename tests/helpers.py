@@ -7,10 +7,12 @@ user of ``dsh_tools`` would; nothing reaches into private state.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import itertools
 import re
+import sys
 from collections.abc import Awaitable, Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dsh_tools import (
     ExecutionMode,
@@ -27,9 +29,13 @@ from dsh_tools import (
     define_tool,
 )
 
+if TYPE_CHECKING:
+    import types
+
 __all__ = [
     "ECHO_PARAMETERS",
     "Body",
+    "WorkBudgetExceeded",
     "assert_help_lists_each_command_on_one_line",
     "call",
     "deep_equal",
@@ -42,6 +48,7 @@ __all__ = [
     "returning",
     "run",
     "text_output",
+    "work_budget",
 ]
 
 Body = Callable[[JsonValue, ToolRunContext], Awaitable[object]]
@@ -186,6 +193,36 @@ def deep_equal(a: object, b: object, *, tuple_is_list: bool = True) -> bool:
         ):
             return False
     return True
+
+
+class WorkBudgetExceeded(Exception):
+    """Raised inside the measured code by :func:`work_budget` once its budget is spent."""
+
+
+@contextlib.contextmanager
+def work_budget(module: types.ModuleType, calls: int) -> Iterator[list[int]]:
+    """Count the Python function calls made inside ``module``'s file, a measure of the work
+    done that does not depend on the machine's speed, and stop that work (raising
+    :class:`WorkBudgetExceeded` from the next call) once it exceeds ``calls``.
+
+    Uses ``sys.setprofile``, which coverage (a tracer) leaves free. Yields a one-item list
+    holding the count so far.
+    """
+    filename = module.__file__
+    count = [0]
+
+    def profile(frame: types.FrameType, event: str, arg: object) -> None:
+        if event == "call" and frame.f_code.co_filename == filename:
+            count[0] += 1
+            if count[0] > calls:
+                raise WorkBudgetExceeded(f"more than {calls} calls into {module.__name__}")
+
+    previous = sys.getprofile()
+    sys.setprofile(profile)
+    try:
+        yield count
+    finally:
+        sys.setprofile(previous)
 
 
 def assert_help_lists_each_command_on_one_line(parser: argparse.ArgumentParser) -> None:

@@ -12,8 +12,11 @@ import decimal
 import enum
 import json
 import math
+import os
 import pickle
+import subprocess
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import attrs
@@ -32,8 +35,10 @@ from dsh_tools import (
     freeze_json,
     thaw_json,
 )
-from tests.helpers import deep_equal, exactly, nest, raw_tool, run
+from tests.helpers import deep_equal, exactly, nest, raw_tool, run, work_budget
 from tests.strategies import json_values, maybe_json_values, spec_accepts
+
+REPO = Path(__file__).resolve().parents[1]
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -491,6 +496,8 @@ def test_j029_shared_containers_are_hashed_once() -> None:
     for _ in range(60):
         twin = FrozenDict({"c": (twin,), "b": twin, "a": twin})
     assert hash(shared) == hash(twin)
+    pair = (1, (2,))
+    assert hash(FrozenDict({"a": pair, "b": pair})) == hash(FrozenDict({"a": (1, (2,)), "b": pair}))
 
 
 @pytest.mark.parametrize(
@@ -729,3 +736,56 @@ def test_j022_acceptance_is_unchanged_at_depth_5000(leaf: object, wrapper: str) 
     else:
         with pytest.raises(TypeError, match=r"^not lossless JSON: "):
             freeze_json(value)
+
+
+_DEEP_ARRAY_HASH = """
+from dsh_tools import FrozenDict, freeze_json
+chain = 1
+for _ in range(300_000):
+    chain = [chain]
+value = freeze_json({"a": chain})
+twin = FrozenDict({"a": value["a"]})
+assert hash(value) == hash(twin)
+assert hash(value) != hash(freeze_json({"a": [[1]]}))
+print("hashed")
+"""
+
+
+def test_j029_a_frozen_dict_holding_a_very_deep_array_hashes_without_recursion() -> None:
+    """J-029 (decision "Depth"): a ``FrozenDict`` holding a frozen array nested 300,000
+    deep, which the JSON boundary accepts, hashes. Python hashes a tuple by recursing in C,
+    with no limit: this crashed the interpreter (so the check runs in a child process)."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "src"), str(REPO)])}
+    child = subprocess.run(
+        [sys.executable, "-c", _DEEP_ARRAY_HASH],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert (child.returncode, child.stdout, child.stderr) == (0, "hashed\n", "")
+
+
+def test_j022_a_container_held_at_many_places_is_frozen_once() -> None:
+    """J-022/J-029: a plain value that holds one container at several places (60 levels,
+    each holding the level below twice: 2**60 places) freezes with work proportional to
+    its containers. Each place gets the one frozen copy, never the caller's mutable one."""
+    import dsh_tools._json as json_module
+
+    shared: Any = {"leaf": [1]}
+    levels = [shared]
+    for _ in range(60):
+        shared = {"a": shared, "b": [shared]}
+        levels.append(shared)
+    with work_budget(json_module, calls=60 * 40):
+        frozen = freeze_json(shared)
+    assert frozen["a"] is frozen["b"][0]
+    assert type(frozen) is FrozenDict
+    node = frozen
+    for original in reversed(levels[1:]):
+        assert node is not original
+        assert type(node["b"]) is tuple
+        node = node["a"]
+    assert node == {"leaf": (1,)}
+    assert hash(frozen) == hash(freeze_json(shared))

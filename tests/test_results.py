@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import pytest
 from hypothesis import given
+from hypothesis import strategies as st
 
 from dsh_tools import (
     ABORTED,
@@ -1069,3 +1070,104 @@ def test_j018_error_info_round_trip(info: ErrorInfo) -> None:
     back = ToolResult.from_json(data).error
     assert back is not None
     assert back.info == info
+
+
+# ------------------------------------------------ J-019: from_json speaks JSON, never Python
+
+
+def test_j019_non_string_unknown_keys_are_a_value_error() -> None:
+    """J-019: an unknown key that is not a ``str`` (next to ``str`` ones, which used to make
+    sorting them fail with a ``TypeError``) is the specified ``ValueError``."""
+    cases: list[tuple[dict[Any, Any], str]] = [
+        ({**_VALID, 1: 2, "x": 3}, 'unknown keys ["x"] and a key that is not a string @ $'),
+        ({**_VALID, 1: 2, (3,): 4}, "2 keys that are not strings @ $"),
+        (
+            {"is_error": True, "error": {"message": "m", 5: 1, "x": 2}},
+            'unknown keys ["x"] and a key that is not a string @ $.error',
+        ),
+        ({**_VALID, "content": True}, "content must be an array, got a boolean @ $.content"),
+    ]
+    for data, detail in cases:
+        with pytest.raises(ValueError, match=r"^invalid tool result JSON: ") as info:
+            ToolResult.from_json(data)
+        assert str(info.value) == "invalid tool result JSON: " + detail
+
+
+class _Opaque:
+    """A Python object that is no JSON value; its repr must never reach a message."""
+
+
+_JUNK: st.SearchStrategy[object] = st.sampled_from(
+    [_Opaque(), _Opaque, object, None, 1, 1.5, "s", True, [], {}, {1: "a"}, {_Opaque(): 1}, set()]
+)
+_JUNK_TREES = st.recursive(
+    _JUNK,
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.dictionaries(st.sampled_from(["type", "text", "id", "x", 7]), inner, max_size=3)
+    ),
+    max_leaves=6,
+)
+_TEMPLATE: dict[str, Any] = {
+    "is_error": True,
+    "content": [{"type": "text", "text": "t"}],
+    "error": {"message": "m", "info": {"name": "N", "code": "C"}},
+    "meta": {"k": [1]},
+    "additional_contexts": [
+        {"id": "i", "role": "user", "content": [{"type": "text", "text": "c"}], "source": {}}
+    ],
+}
+
+
+def _paths(value: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    out = [prefix]
+    if isinstance(value, dict):
+        for key, child in value.items():
+            out.extend(_paths(child, (*prefix, key)))
+    elif isinstance(value, list):
+        for index, child in enumerate(value):
+            out.extend(_paths(child, (*prefix, index)))
+    return out
+
+
+def _replaced(value: Any, path: tuple[Any, ...], new: Any) -> Any:
+    if not path:
+        return new
+    head, rest = path[0], path[1:]
+    if isinstance(value, dict):
+        return {**value, head: _replaced(value[head], rest, new)}
+    copied = list(value)
+    copied[head] = _replaced(copied[head], rest, new)
+    return copied
+
+
+@given(
+    path=st.sampled_from(_paths(_TEMPLATE)),
+    junk=_JUNK_TREES,
+    extra_key=st.sampled_from([None, 9, (1,), "zz", _Opaque()]),
+)
+def test_j019_from_json_details_never_quote_python_internals(
+    path: tuple[Any, ...], junk: object, extra_key: object
+) -> None:
+    """J-019: whatever Python object sits anywhere in the data (a class, an instance, a set,
+    a non-string key), ``from_json`` either builds a result or raises the specified
+    ``ValueError``, and its detail describes the data in JSON terms: no repr of a class or
+    an object, no Python type name, no message of Python's own about its objects."""
+    data = _replaced(_TEMPLATE, path, junk)
+    if extra_key is not None and isinstance(data, dict):
+        data = {**data, extra_key: 1}
+    try:
+        ToolResult.from_json(data)
+    except ValueError as exc:
+        text = str(exc)
+        assert text.startswith("invalid tool result JSON: ")
+        for internal in ("<", "object at", "Opaque", "NoneType", "'", "attribute", "iterable"):
+            assert internal not in text, text
+
+
+def test_j019_an_unexpected_error_is_not_quoted() -> None:
+    """J-019: a failure that is none of the converter's own (Python's words about its own
+    objects) is reported as ``invalid value``, never quoted."""
+    from dsh_tools._convert import _detail
+
+    assert _detail(AttributeError("'list' object has no attribute 'keys'")) == "invalid value"

@@ -4,16 +4,19 @@ S-042), including a process killed mid-batch.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import gc
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
 import textwrap
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import pytest
@@ -45,7 +48,11 @@ from dsh_tools import (
     UserMessage,
     error_result,
 )
+from tests.helpers import deep_equal
 from tests.test_sched_fixtures import calls, exactly, gated_tool, starting
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -281,10 +288,21 @@ def test_s033_torn_last_line_is_ignored(tmp_path: Path) -> None:
     assert logged[0].result is not None
 
 
-def test_complete_last_line_without_newline_is_read(tmp_path: Path) -> None:
+def test_s033_a_last_line_without_its_newline_is_ignored_even_if_it_parses(
+    tmp_path: Path,
+) -> None:
+    """S-033 (decision "torn last line"): the newline commits a line. A complete JSON object
+    with no newline after it is a write that failed just before its end: the writer reported
+    that failure and removes the line when it reopens the file, so the reader ignores it
+    too, and both agree on what the log holds."""
     path = tmp_path / "log.jsonl"
     write_lines(path, CALL, tail=json.dumps(result_line(2, [1])).encode())
-    assert read_session_log(path)[0].result_seq == 2
+    (entry,) = read_session_log(path)
+    assert (entry.result, entry.result_seq) == (None, None)
+    with JsonlSessionLog(path):
+        pass
+    assert path.read_bytes().count(b"\n") == 1
+    assert read_session_log(path) == [entry]
 
 
 @pytest.mark.parametrize(
@@ -624,3 +642,377 @@ def test_reopening_reads_from_the_end_what_reading_everything_found(
         assert log._seq == expected_seq
     finally:
         log.close()
+
+
+# -- a full disk, one writer per file, long lines, deep values (issue 11) -------------------
+
+
+def _child_env() -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "src"), str(REPO)])}
+
+
+FULL_DISK_CHILD = textwrap.dedent(
+    """
+    import errno, json, os, resource, signal, sys
+    from dsh_sched import CallCommitted, CallStarted, JsonlSessionLog, ModelToolCall
+    from dsh_sched import read_session_log
+    from dsh_tools import error_result
+
+    # A real full disk, made with the file size limit: a write past it writes what fits
+    # and returns a short count; the next write fails with EFBIG (the signal is ignored).
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    _, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    path = sys.argv[1]
+    report = {}
+
+    def call(i):
+        return ModelToolCall(call_id=f"c{i}", name="t", arguments="x" * 300)
+
+    def on_call(log, i):
+        log.on_call(CallStarted(batch=1, index=i, call=call(i), mode=None, token=None,
+                                synthetic=True))
+
+    def attempt(name, fn):
+        try:
+            fn()
+        except OSError as exc:
+            report[name] = [exc.errno, str(exc)]
+        else:
+            report[name] = "written"
+        report[name + " size"] = os.path.getsize(path)
+
+    real_ftruncate = os.ftruncate
+    broken = [0]
+
+    def ftruncate(fd, length):
+        if broken[0]:
+            broken[0] -= 1
+            raise OSError(errno.EIO, "injected")
+        real_ftruncate(fd, length)
+
+    os.ftruncate = ftruncate
+    log = JsonlSessionLog(path)
+    on_call(log, 0)
+    report["size"] = os.path.getsize(path)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (report["size"] + 100, hard))
+    attempt("partial", lambda: on_call(log, 1))   # 100 bytes of the line fit
+    attempt("full", lambda: on_call(log, 2))      # nothing fits
+    broken[0] = 2                                 # the partial line cannot be removed...
+    attempt("stuck", lambda: on_call(log, 3))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (hard, hard))  # space again
+    result = CallCommitted(batch=1, index=0, call=call(0), result=error_result(ValueError("e")),
+                           synthetic=True)
+    attempt("still stuck", lambda: log.on_result(result))  # ...nor before the next line
+    attempt("recovered", lambda: log.on_result(result))
+    on_call(log, 4)
+    log.close()
+    report["lines"] = [json.loads(line)["seq"] for line in open(path, "rb")]
+    report["read"] = [[e.call_id, e.call_seq, e.result_seq] for e in read_session_log(path)]
+    print(json.dumps(report))
+    """
+)
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="RLIMIT_FSIZE is POSIX")
+def test_s031_a_full_disk_never_leaves_a_broken_line_in_the_log(tmp_path: Path) -> None:
+    """S-031/S-033 (issue 11, item 5): a write that fails part way (the disk is full) raises,
+    and the part that reached the file is removed at once: nothing of it is flushed into the
+    middle of the file later, the numbering has no gap or repeat, and the log reads back.
+    If even removing it fails, no further line is written (each attempt raises a clear
+    error) until it can be removed. Runs in a child process, which fills its "disk" with the
+    operating system's file size limit."""
+    path = tmp_path / "log.jsonl"
+    child = subprocess.run(
+        [sys.executable, "-c", FULL_DISK_CHILD, str(path)],
+        env=_child_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert child.returncode == 0, child.stderr
+    report = json.loads(child.stdout)
+    size = report["size"]
+    assert report["partial"][0] == report["full"][0] == report["stuck"][0] == errno.EFBIG
+    assert report["partial size"] == report["full size"] == size
+    assert report["stuck size"] == size + 100  # the removal failed: 100 bytes remain...
+    assert report["still stuck"] == [
+        errno.EIO,
+        f"[Errno {errno.EIO}] session log {path}: a failed write left part of a line that "
+        "cannot be removed (injected); nothing more is written until it can",
+    ]
+    assert report["still stuck size"] == size + 100  # ...and nothing is written after them
+    assert report["recovered"] == "written"
+    assert report["lines"] == [1, 2, 3]
+    assert report["read"] == [["c0", 1, 2], ["c4", 3, None]]
+
+
+def test_s031_an_interrupted_write_leaves_nothing_behind(tmp_path: Path) -> None:
+    """S-031 (issue 11, item 5): a write that stops part way for any reason (here a
+    ``KeyboardInterrupt`` between two partial writes) removes what it wrote; the next line
+    follows the last whole one."""
+    path = tmp_path / "log.jsonl"
+    call = ModelToolCall(call_id="c", name="t", arguments="x" * 50)
+
+    def started(index: int) -> CallStarted:
+        return CallStarted(batch=1, index=index, call=call, mode=None, token=None, synthetic=True)
+
+    real_write = dsh_sched._session_log._write_all
+
+    def interrupted(file: Any, line: bytes) -> None:
+        file.write(line[:20])
+        raise KeyboardInterrupt
+
+    with JsonlSessionLog(path) as log:
+        log.on_call(started(0))
+        size = path.stat().st_size
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(dsh_sched._session_log, "_write_all", interrupted)
+            with pytest.raises(KeyboardInterrupt):
+                log.on_call(started(1))
+        assert path.stat().st_size == size
+        assert dsh_sched._session_log._write_all is real_write
+        log.on_call(started(2))
+    assert [line["seq"] for line in lines_of(path)] == [1, 2]
+    assert [(e.index, e.call_seq) for e in read_session_log(path)] == [(0, 1), (2, 2)]
+
+
+def test_a_write_that_takes_no_bytes_is_an_error(tmp_path: Path) -> None:
+    """An unbuffered write that reports 0 bytes written would loop forever; it is an
+    ``OSError`` instead."""
+
+    class Stalled:
+        def write(self, data: object) -> int:
+            return 0
+
+    with pytest.raises(OSError, match="took no bytes"):
+        dsh_sched._session_log._write_all(Stalled(), b"line\n")  # type: ignore[arg-type]
+
+
+# One writer per file.
+
+
+def test_a_second_writer_on_an_open_log_is_refused(tmp_path: Path) -> None:
+    """Decision "One writer per log file": a second ``JsonlSessionLog`` on a file that one
+    in this process has open is refused at construction, naming the file and the fix; once
+    the first is closed, the file can be opened again."""
+    path = tmp_path / "log.jsonl"
+    first = JsonlSessionLog(path)
+    with pytest.raises(RuntimeError) as info:
+        JsonlSessionLog(path)
+    assert str(info.value) == (
+        f"session log {path} is already open for writing by another JsonlSessionLog (in this "
+        "process or another one); close that one first, or log to another file"
+    )
+    gc.collect()  # the refused one closed its file (an unclosed one would warn: an error)
+    first.close()
+    with JsonlSessionLog(path) as again:
+        assert not again.closed
+
+
+HOLDER_CHILD = textwrap.dedent(
+    """
+    import sys
+    from dsh_sched import JsonlSessionLog
+
+    with JsonlSessionLog(sys.argv[1]):
+        print("open", flush=True)
+        sys.stdin.readline()  # hold the log until the parent says so
+    print("closed", flush=True)
+    """
+)
+
+
+def test_a_log_another_process_has_open_is_refused(tmp_path: Path) -> None:
+    """Decision "One writer per log file": the lock holds across processes; when the other
+    process closes the log (or dies), it can be opened."""
+    path = tmp_path / "log.jsonl"
+    child = subprocess.Popen(
+        [sys.executable, "-c", HOLDER_CHILD, str(path)],
+        env=_child_env(),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert child.stdout is not None
+        assert child.stdin is not None
+        assert child.stdout.readline() == "open\n"
+        with pytest.raises(RuntimeError, match=f"session log {re.escape(str(path))} is already"):
+            JsonlSessionLog(path)
+        child.stdin.write("go\n")
+        child.stdin.flush()
+        assert child.stdout.readline() == "closed\n"
+        assert child.wait(timeout=60) == 0
+    finally:
+        child.kill()
+        child.wait()
+        for stream in (child.stdin, child.stdout):
+            if stream is not None:
+                stream.close()
+    with JsonlSessionLog(path) as log:
+        assert not log.closed
+
+
+def test_a_lock_failure_that_is_not_contention_propagates(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Only "someone else holds it" becomes the one-writer error; any other failure to
+    lock (say, a file system without locks) is raised as it is, and the file is closed."""
+    import fcntl
+
+    def no_locks(fd: int, operation: int) -> None:
+        raise OSError(errno.ENOLCK, "no locks available")
+
+    monkeypatch.setattr(fcntl, "flock", no_locks)
+    with pytest.raises(OSError, match="no locks available"):
+        JsonlSessionLog(tmp_path / "log.jsonl")
+    gc.collect()
+
+
+# Reopening reads each byte once.
+
+
+@contextlib.contextmanager
+def _bytes_scanned_budget(budget: int) -> Iterator[list[int]]:
+    """Count the bytes that bytes methods (``split``, ``rfind``, ``decode``, ...) are called
+    on, a measure of the work done with the file's contents that does not depend on the
+    machine's speed; stop that work once it exceeds ``budget``."""
+    scanned = [0]
+
+    def profile(frame: Any, event: str, arg: Any) -> None:
+        if event == "c_call" and type(getattr(arg, "__self__", None)) in (bytes, bytearray):
+            scanned[0] += len(arg.__self__)
+            if scanned[0] > budget:
+                raise MemoryError(f"more than {budget} bytes scanned")
+
+    sys.setprofile(profile)
+    try:
+        yield scanned
+    finally:
+        sys.setprofile(None)
+
+
+_LONG = 4 << 20
+
+
+@pytest.mark.parametrize("torn", [False, True], ids=["complete", "torn"])
+def test_s032_reopening_after_a_long_last_line_scans_it_once(tmp_path: Path, torn: bool) -> None:
+    """S-032 (issue 11, item 5): reopening a log whose last line is 4 MiB long, complete or
+    torn, looks at each of its bytes about once. It used to glue each chunk read backwards
+    onto everything after it and split the whole again: quadratic in the line's length
+    (about 10 s for 32 MiB). The budget stops that work early instead of timing it."""
+    path = tmp_path / "log.jsonl"
+    first = {**CALL, "data": {**CALL["data"], "arguments": "a"}}
+    long_line = {**CALL, "seq": 2, "data": {**CALL["data"], "arguments": "x" * _LONG}}
+    line = json.dumps(long_line, separators=(",", ":")).encode()
+    if torn:
+        write_lines(path, first, tail=line[:-1])
+    else:
+        write_lines(path, first, long_line)
+        path.write_bytes(json.dumps(first).encode() + b"\n" + line + b"\n")
+    with _bytes_scanned_budget(2 * _LONG + (1 << 20)) as scanned:
+        log = JsonlSessionLog(path)
+    log.close()
+    assert scanned[0] >= _LONG  # the budget saw the scan
+    assert log._seq == (1 if torn else 2)
+    assert path.read_bytes().count(b"\n") == (1 if torn else 2)
+    assert path.read_bytes().endswith(b"\n")
+
+
+def test_s032_reopening_finds_the_seq_of_a_line_in_another_shape(tmp_path: Path) -> None:
+    """S-032: a last line that is not in the writer's compact shape (hand-written, with
+    spaces, keys in another order, or nested deeper than ``json`` parses) is parsed whole."""
+    path = tmp_path / "log.jsonl"
+    deep = "[" * 5000 + "]" * 5000
+    path.write_bytes(
+        b'{"seq": 8, "type": "note"}\n{"type": "note", "seq": 9, "x": %b}\n' % deep.encode()
+    )
+    with JsonlSessionLog(path) as log:
+        assert log._seq == 9
+    path.write_bytes(b'{"seq": 8, "type": "note"}\n{"type":"note","seq":9.5}\n')
+    with JsonlSessionLog(path) as log:
+        assert log._seq == 8
+
+
+# Deep values (decision "Depth").
+
+
+def _deep_mapping(depth: int) -> dict[str, Any]:
+    value: Any = "leaf"
+    for i in range(depth):
+        value = {"k": [value, i]}
+    return value  # type: ignore[no-any-return]
+
+
+def test_s031_values_5000_deep_are_written_and_read_back(tmp_path: Path) -> None:
+    """S-031/S-033 (decision "Depth"): arguments, a result's ``meta`` and a context's
+    ``source`` nested 5000 deep (the JSON boundary accepts them) are written as JSON lines
+    and read back equal; ``json`` alone recurses and gives up near 1000 levels."""
+    path = tmp_path / "log.jsonl"
+    deep = _deep_mapping(5000)
+    call = ModelToolCall(call_id="c", name="t", arguments=deep)
+    message = UserMessage(content=[TextContent("m")], source=deep)
+    result = ToolResult(is_error=False, meta=deep, additional_contexts=[message])
+    with JsonlSessionLog(path) as log:
+        log.on_call(
+            CallStarted(batch=1, index=0, call=call, mode=None, token=None, synthetic=False)
+        )
+        log.on_result(CallCommitted(batch=1, index=0, call=call, result=result, synthetic=False))
+        log.on_context(ContextAccepted(batch=1, index=0, call=call, message=message))
+    with JsonlSessionLog(path) as log:  # reopening reads the deep last line's seq
+        assert log._seq == 3
+    (entry,) = read_session_log(path)
+    assert type(entry.arguments) is FrozenDict
+    assert deep_equal(entry.arguments, deep)
+    assert entry.result is not None
+    assert deep_equal(entry.result.meta, deep)
+    assert len(entry.contexts) == 1
+    assert deep_equal(entry.contexts[0].source, deep)
+
+
+def test_s031_a_partial_line_that_cannot_be_removed_blocks_writing_until_it_can(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """S-031 (issue 11, item 5), in process: a write fails with ``ENOSPC`` after part of the
+    line reached the file, and removing that part fails too. The next event writes nothing
+    and raises an error naming the file; once removal works, writing resumes after the
+    last whole line."""
+    path = tmp_path / "log.jsonl"
+    call = ModelToolCall(call_id="c", name="t", arguments="")
+
+    def started(index: int) -> CallStarted:
+        return CallStarted(batch=1, index=index, call=call, mode=None, token=None, synthetic=True)
+
+    def disk_full(file: Any, line: bytes) -> None:
+        file.write(line[:10])
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    real_ftruncate = os.ftruncate
+    failures = [2]
+
+    def ftruncate(fd: int, length: int) -> None:
+        if failures[0]:
+            failures[0] -= 1
+            raise OSError(errno.EIO, "Input/output error")
+        real_ftruncate(fd, length)
+
+    with JsonlSessionLog(path) as log:
+        log.on_call(started(0))
+        size = path.stat().st_size
+        monkeypatch.setattr(os, "ftruncate", ftruncate)
+        with monkeypatch.context() as patch:
+            patch.setattr(dsh_sched._session_log, "_write_all", disk_full)
+            with pytest.raises(OSError, match="No space left"):
+                log.on_call(started(1))
+        assert path.stat().st_size == size + 10
+        with pytest.raises(OSError, match="cannot be removed") as info:
+            log.on_call(started(2))
+        assert info.value.errno == errno.EIO
+        assert str(info.value) == (
+            f"[Errno {errno.EIO}] session log {path}: a failed write left part of a line that "
+            "cannot be removed (Input/output error); nothing more is written until it can"
+        )
+        assert path.stat().st_size == size + 10
+        log.on_call(started(3))
+    assert [(e.index, e.call_seq) for e in read_session_log(path)] == [(0, 1), (3, 2)]

@@ -20,7 +20,7 @@ from dsh_tools import (
     validate_args,
     validate_json_value,
 )
-from tests.helpers import nest
+from tests.helpers import nest, work_budget
 from tests.strategies import DISJOINT_SCHEMAS, json_values, valid_values
 
 TYPE_PROBLEM = (
@@ -766,3 +766,63 @@ def test_h056_non_object_top_level_is_rejected(value: object) -> None:
 def test_frozen_and_plain_data_validate_alike(value: object) -> None:
     schema = {"type": "array", "items": obj({"a": {"type": "integer"}}, required=["a"])}
     assert validate_json_value(schema, value) == validate_json_value(schema, freeze_json(value))
+
+
+# -- shared sub-schemas: bounded work ------------------------------------------------------
+
+
+def _shared_one_of(levels: int, *, frozen: bool) -> tuple[dict[str, Any], object]:
+    """A schema built in Python where each level's ``oneOf`` lists two branches that share
+    the level below, and a value as deep: both branches walk the shared part before one of
+    them fails, so trying them afresh at every level doubles the work per level. Built
+    frozen level by level when ``frozen`` (each ``FrozenDict`` takes the frozen level below
+    as it is, so the sharing is kept)."""
+    make: Any = FrozenDict if frozen else dict
+    schema: dict[str, Any] = make({"type": "string"})
+    value: object = "leaf"
+    for _ in range(levels):
+        schema = make(
+            {
+                "oneOf": [
+                    make({"type": "object", "properties": make({"a": schema})}),
+                    make(
+                        {
+                            "type": "object",
+                            "properties": make({"a": schema, "z": make({"type": "string"})}),
+                        }
+                    ),
+                ]
+            }
+        )
+        value = make({"a": value, "z": 1})
+    return schema, value
+
+
+@pytest.mark.parametrize("frozen", [False, True], ids=["plain", "frozen"])
+def test_h047_a_one_of_shared_across_levels_takes_linear_work(frozen: bool) -> None:
+    """H-047: validating against a ``oneOf`` whose branches share one sub-schema, nested
+    40 levels deep, does work proportional to the levels (2**40 walks before each level's
+    outcome was remembered); the outcome and the violations are unchanged."""
+    import dsh_tools._schema_validate as validator
+
+    schema, value = _shared_one_of(40, frozen=frozen)
+    with work_budget(validator, calls=40 * 60) as count:
+        assert validate_json_value(schema, value) == []
+        bad = _replace_leaf(value, 7)
+        assert validate_json_value(schema, bad, path="v") == [
+            '"v" must match exactly one oneOf branch (matched 0)'
+        ]
+    assert count[0] > 40  # the budget measures the walk
+
+
+def _replace_leaf(value: Any, leaf: object) -> object:
+    if not isinstance(value, dict):
+        return leaf
+    spine: list[Any] = []
+    while isinstance(value, dict):
+        spine.append(value)
+        value = value["a"]
+    out: object = leaf
+    for node in reversed(spine):
+        out = {"a": out, "z": node["z"]}
+    return out

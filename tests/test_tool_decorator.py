@@ -648,7 +648,7 @@ async def test_values_of_exactly_the_annotated_scalar_type_skip_the_converter(
 ) -> None:
     """str, int, float and bool values of exactly that type are passed on as they are, and
     a scalar return value is rendered as it is: the converter would return them unchanged.
-    Any other value still goes through it."""
+    So is a plain JSON container (frozen instead). Any other value still goes through it."""
     from dsh_tools import _convert, _tool_decorator
 
     structured: list[object] = []
@@ -671,7 +671,9 @@ async def test_values_of_exactly_the_annotated_scalar_type_skip_the_converter(
     async def f(s: str, n: int, x: float, b: bool, m: int = 0, y: float = 0.0) -> object:
         """F."""
         seen.extend([s, n, x, b, m, y])
-        return {"n": n} if b else n
+        if m == 7:
+            return {"n": [n]}  # plain JSON
+        return {"n": n, "d": Defaults(a=n)} if b else n
 
     result = await execute(f, {"s": "a", "n": 10**30, "x": 1.5, "b": False, "m": 2.0, "y": 3})
     assert not result.is_error, result
@@ -682,7 +684,12 @@ async def test_values_of_exactly_the_annotated_scalar_type_skip_the_converter(
     assert result.content == (TextContent(str(10**30)),)
     result = await execute(f, {"s": "a", "n": 1, "x": 1.5, "b": True})
     assert not result.is_error, result
-    assert unstructured == [{"n": 1}]
+    assert unstructured == [{"n": 1, "d": Defaults(a=1)}]
+    assert result.value == {"n": 1, "d": {"a": 1, "b": "x"}}
+    result = await execute(f, {"s": "a", "n": 1, "x": 1.5, "b": True, "m": 7})
+    assert not result.is_error, result
+    assert unstructured == [{"n": 1, "d": Defaults(a=1)}]  # no second conversion
+    assert result.value == {"n": (1,)}
 
 
 async def test_annotated_metadata_that_is_unhashable_still_structures() -> None:
@@ -1109,3 +1116,88 @@ def test_h054_generated_arguments_run(data: st.DataObject) -> None:
     assert len(received) == 1
     # Undeclared keys (the root is open) are validated but not passed on.
     assert set(received[0]) == set(arguments) & {name for name, _, _ in signature}
+
+
+# ------------------------------------------------------ decision "Depth": deep return values
+
+
+def _nested(depth: int, leaf: object) -> object:
+    value = leaf
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+@attrs.frozen
+class Holder:
+    items: list[Any]
+
+
+async def test_h049_a_deep_value_too_deep_for_the_converter_is_invalid_tool_output() -> None:
+    """H-049 (decision "Depth"): a returned object whose conversion to JSON would recurse
+    5000 levels (attrs instances inside, so the converter must walk it) is
+    ``INVALID_TOOL_OUTPUT`` saying so, not a bare recursion error from the body."""
+
+    @tool
+    async def deep_objects() -> list[Any]:
+        """Return deep data."""
+        return _nested(5000, Server(host="h"))  # type: ignore[return-value]
+
+    @tool
+    async def deep_holder() -> Holder:
+        """Return deep data in an attrs class."""
+        return Holder(items=[_nested(5000, Server(host="h"))])
+
+    for defn, kind in ((deep_objects, "list"), (deep_holder, "Holder")):
+        result = await execute(defn, {})
+        assert result.error is not None
+        assert result.error.info == ErrorInfo("ToolOutputError", "INVALID_TOOL_OUTPUT")
+        assert result.error.message == (
+            f'tool "{defn.name}" returned invalid output: the returned {kind} is nested too '
+            "deeply to convert to JSON (Python's recursion limit)"
+        )
+
+
+async def test_h049_deep_plain_json_needs_no_converter() -> None:
+    """H-049 (decision "Depth"): a plain JSON value 5000 deep (which the JSON boundary
+    accepts) is taken as it is, frozen, without the converter's recursion: with a render
+    that can present it, the call succeeds and carries the value."""
+    seen: list[object] = []
+
+    def render(args: JsonValue, value: JsonValue) -> list[TextContent]:
+        seen.append(value)
+        return [TextContent("deep")]
+
+    @tool(render=render)
+    async def deep_plain() -> dict[str, Any]:
+        """Return deep data."""
+        return {"a": _nested(5000, 1)}
+
+    result = await execute(deep_plain, {})
+    assert not result.is_error
+    assert result.content == (TextContent("deep"),)
+    assert type(result.value) is FrozenDict
+    assert seen == [result.value]
+    depth, node = 0, result.value["a"]
+    while type(node) is tuple:
+        depth, node = depth + 1, node[0]
+    assert (depth, node) == (5000, 1)
+
+
+async def test_j007_the_default_render_of_a_too_deep_value_says_so() -> None:
+    """J-007 (decision "Depth"): the default render prints with ``json.dumps(indent=2)``,
+    which cannot print a value 5000 deep: the call is ``INVALID_TOOL_OUTPUT`` with
+    ``output.render failed:`` and a message that names the problem and the fix."""
+
+    @tool
+    async def deep_default() -> list[Any]:
+        """Return deep data."""
+        return _nested(5000, 1)  # type: ignore[return-value]
+
+    result = await execute(deep_default, {})
+    assert result.error is not None
+    assert result.error.info == ErrorInfo("ToolOutputError", "INVALID_TOOL_OUTPUT")
+    assert result.error.message == (
+        'tool "deep_default" returned invalid output: output.render failed: the value is '
+        "nested too deeply to render as indented JSON; pass render= to present it another way"
+    )

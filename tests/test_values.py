@@ -189,9 +189,9 @@ def test_converter_unstructures_every_value_class_like_to_json() -> None:
         ),
         (
             {"is_error": False, "content": [{"type": "text"}]},
-            "missing keys ['text']",
+            'missing keys ["text"]',
         ),
-        ([], "expected an object, got list"),
+        ([], "expected an object, got an array"),
     ],
 )
 def test_from_json_rejects_malformed_nested_values(data: Any, detail: str) -> None:

@@ -149,8 +149,7 @@ class FrozenDict(dict[str, Any]):
     def __hash__(self) -> int:  # type: ignore[override]
         h = self._hash
         if h is None:
-            _cache_nested_hashes(self)
-            h = self._hash = hash(frozenset(self.items()))
+            h = _deep_hash(self)
         return h
 
     def __reduce__(self) -> tuple[type[FrozenDict], tuple[dict[str, Any]]]:
@@ -173,31 +172,55 @@ class FrozenDict(dict[str, Any]):
         return FrozenDict(merged)
 
 
-def _cache_nested_hashes(root: FrozenDict) -> None:
-    """Hash the ``FrozenDict``s nested in ``root`` innermost first, caching each hash.
+def _deep_hash(root: FrozenDict) -> int:
+    """Hash ``root`` and every ``FrozenDict`` nested in it, innermost first, iteratively.
 
-    Hashing a ``FrozenDict`` then finds its nested ones already hashed, so it never recurses
-    through more than one of them: a 5000-deep value hashes without touching Python's
-    recursion limit, as it freezes and validates. A depth-first walk with an explicit stack
-    hashes each ``FrozenDict`` once all it holds is done (frozen data has no cycles), and
-    visits each container once, also one that several parents share.
+    Python hashes a tuple by hashing its items, in C and with no depth limit: a frozen array
+    nested a few hundred thousand deep would overflow the C stack. So a value is hashed here
+    from hashes already known: a scalar as Python does, a ``FrozenDict`` as the frozenset of
+    its ``(key, hash of value)`` pairs (cached on it), a tuple as the tuple of its items'
+    hashes. Equal values get equal hashes: equal scalars hash equal in Python (``1``,
+    ``1.0``, ``True``), and equal containers hold equal items in the same places. A
+    depth-first walk with an explicit stack hashes each container once all it holds is
+    hashed (frozen data has no cycles), once even if several parents share it.
     """
-    seen: set[int] = set()
-    stack: list[tuple[Any, bool]] = [(value, False) for value in root.values()]
+    tuple_hashes: dict[int, int] = {}
+
+    def hash_of(value: Any) -> int:
+        kind = type(value)
+        if kind is FrozenDict:
+            h: int = value._hash
+            return h
+        if kind is tuple:
+            return tuple_hashes[id(value)]
+        return hash(value)
+
+    stack: list[tuple[Any, bool]] = [(root, False)]
     while stack:
         value, children_done = stack.pop()
         if children_done:
-            value._hash = hash(frozenset(value.items()))
+            if type(value) is FrozenDict:
+                value._hash = hash(frozenset([(k, hash_of(v)) for k, v in value.items()]))
+            else:
+                tuple_hashes[id(value)] = hash(tuple([hash_of(v) for v in value]))
             continue
         kind = type(value)
         if kind is FrozenDict:
-            if value._hash is None and id(value) not in seen:
-                seen.add(id(value))
-                stack.append((value, True))
-                stack.extend((child, False) for child in value.values())
-        elif kind is tuple and value and id(value) not in seen:
-            seen.add(id(value))
-            stack.extend((child, False) for child in value)
+            if value._hash is not None:
+                continue
+            children = value.values()
+        else:  # a tuple: only FrozenDicts and tuples are ever pushed
+            if id(value) in tuple_hashes:
+                continue
+            children = value
+        stack.append((value, True))
+        stack.extend((child, False) for child in children if type(child) in _NESTED_HASHED)
+    done = root._hash
+    assert done is not None  # the walk ends with the root
+    return done
+
+
+_NESTED_HASHED: Final = (FrozenDict, tuple)
 
 
 _dict_new = dict.__new__
@@ -323,8 +346,16 @@ def _freeze_flat(root: Any, t: type) -> JsonValue | None:
     return root if t is tuple else tuple(root)
 
 
+_NOT_DONE: Final = object()
+
+
 def _freeze_container(root: Any, root_type: type) -> JsonValue:
     on_path = {id(root)}
+    # The frozen copy of each container already done, by id: a container the value holds at
+    # several places (a sub-schema shared by many levels, say) is copied once, and its copy
+    # serves every place. Copying it again per place could take exponential time. The input
+    # is alive for the whole walk, so its ids stay its own.
+    done: dict[int, Any] = {}
     frames = [_open_frame(root, root_type)]
     if frames[0].keys is not None:
         _check_keys(frames, frames[0])
@@ -345,6 +376,12 @@ def _freeze_container(root: Any, root_type: type) -> JsonValue:
                 continue
             if ct is not dict and ct is not list and ct is not tuple:
                 _fail(frames, f"unsupported type {_type_name(ct)}")
+            copy = done.get(id(child), _NOT_DONE)
+            if copy is not _NOT_DONE:
+                f.out.append(copy)
+                if copy is not child:
+                    f.changed = True
+                continue
             if id(child) in on_path:
                 _fail(frames, "cycle")
             on_path.add(id(child))
@@ -365,6 +402,7 @@ def _freeze_container(root: Any, root_type: type) -> JsonValue:
             result = f.src
         if not frames:
             return result
+        done[id(f.src)] = result
         parent = frames[-1]
         parent.out.append(result)
         if result is not f.src:

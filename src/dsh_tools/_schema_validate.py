@@ -30,6 +30,7 @@ from ._schema_compile import (
     kind_of,
     scalar_key,
 )
+from ._schema_quick import quick_predicate
 
 __all__ = ["CompiledSchema", "compile_schema", "validate_args", "validate_json_value"]
 
@@ -78,10 +79,15 @@ class _Sink:
 # Stack operations.
 _VALIDATE: Final = 0  # (op, node, value, path, sink, frozen)
 _EMIT: Final = 1  # (op, messages, sink): violations that come after a node's children
-_ONE_OF: Final = 2  # (op, branch sinks, path, sink): all branches done; count the matches
+_ONE_OF: Final = 2  # (op, branch sinks, path, sink, memo key, value): count the matches
 _LEAVE: Final = 3  # (op, id): a container's free walk is done; it is off the path again
 
 _Task: TypeAlias = tuple[Any, ...]
+
+
+# How many branches of a ``oneOf`` node matched a value, keyed by the ids of the node and
+# the value (the value is kept too, so that its id stays its own while the walk runs).
+_Matches: TypeAlias = dict[tuple[int, int], tuple[int, object]]
 
 
 def _run(root: Node, value: object, path: str, sink: _Sink) -> None:
@@ -89,6 +95,12 @@ def _run(root: Node, value: object, path: str, sink: _Sink) -> None:
     # Ids of the unfrozen containers on the current free-walk path: a container met again
     # there contains itself, which is not JSON. Frozen data cannot be cyclic.
     on_path: set[int] = set()
+    # A oneOf node's branches are tried on one value once per walk. A schema built in
+    # Python can share one sub-schema among the branches of many nested oneOf nodes; without
+    # this, each level would try the shared part again per branch: exponential work.
+    # Whether a branch matches depends only on the branch and the value (not on the path,
+    # nor on the sink), so the count found once holds wherever they meet again.
+    matches: _Matches = {}
     while stack:
         task = stack.pop()
         op = task[0]
@@ -96,7 +108,7 @@ def _run(root: Node, value: object, path: str, sink: _Sink) -> None:
             _, node, v, p, s, frozen = task
             if s.failed:
                 continue
-            _validate_one(node, v, p, s, frozen, stack, on_path)
+            _validate_one(node, v, p, s, frozen, stack, on_path, matches)
         elif op == _EMIT:
             _, messages, s = task
             if s.out is not None:
@@ -106,8 +118,9 @@ def _run(root: Node, value: object, path: str, sink: _Sink) -> None:
         elif op == _ONE_OF:
             # ``s`` cannot have failed since this task was pushed: only the branches, with
             # sinks of their own, ran in between.
-            _, branches, p, s = task
+            _, branches, p, s, key, v = task
             matched = sum(1 for b in branches if not b.failed)
+            matches[key] = (matched, v)
             if matched != 1:
                 s.emit(p, f"must match exactly one oneOf branch (matched {matched})")
         else:
@@ -123,6 +136,7 @@ def _validate_one(
     frozen: bool,
     stack: list[_Task],
     on_path: set[int],
+    matches: _Matches,
 ) -> None:
     kind = kind_of(v, frozen)
     if kind < 0:
@@ -157,22 +171,34 @@ def _validate_one(
             if matched != 1:
                 s.emit(p, f"must match exactly one oneOf branch (matched {matched})")
             return
+        key = (id(node), id(v))
+        known = matches.get(key)
+        if known is not None:
+            if known[0] != 1:
+                s.emit(p, f"must match exactly one oneOf branch (matched {known[0]})")
+            return
         # Each branch validates the same value into its own flag-only sink; the count is
         # taken once all of them are done (they sit above the _ONE_OF task on the stack).
         branches = [_Sink(None) for _ in node.one_of]
-        stack.append((_ONE_OF, branches, p, s))
+        stack.append((_ONE_OF, branches, p, s, key, v))
         for branch, bs in zip(reversed(node.one_of), reversed(branches), strict=True):
             stack.append((_VALIDATE, branch, v, p, bs, frozen))
         return
     if kind == OBJECT:
         if node.declared:
-            _push_object(node, v, p, s, frozen, stack, on_path)
+            _push_object(node, v, p, s, frozen, stack, on_path, matches)
         elif not frozen:
             _push_free(v.items(), v, p, s, stack, on_path)
     elif kind == ARRAY:
         if node.items is not None:
             _push_children(
-                [(i, node.items, x) for i, x in enumerate(v)], p, s, frozen, stack, on_path
+                [(i, node.items, x) for i, x in enumerate(v)],
+                p,
+                s,
+                frozen,
+                stack,
+                on_path,
+                matches,
             )
         elif not frozen:
             _push_free(enumerate(v), v, p, s, stack, on_path)
@@ -186,6 +212,7 @@ def _push_object(
     frozen: bool,
     stack: list[_Task],
     on_path: set[int],
+    matches: _Matches,
 ) -> None:
     for name in node.required:
         if name not in v:
@@ -220,6 +247,7 @@ def _push_object(
         frozen,
         stack,
         on_path,
+        matches,
     )
 
 
@@ -230,6 +258,7 @@ def _push_children(
     frozen: bool,
     stack: list[_Task],
     on_path: set[int],
+    matches: _Matches,
 ) -> None:
     """Validate ``(step, node, value)`` children in order.
 
@@ -248,7 +277,7 @@ def _push_children(
             continue
         if t not in SCALAR_TYPES or (child.one_of is not None and not child.scalar_branches):
             break
-        _validate_one(child, x, (p, step), s, frozen, stack, on_path)
+        _validate_one(child, x, (p, step), s, frozen, stack, on_path, matches)
         if s.failed:
             return
         i += 1
@@ -293,7 +322,7 @@ class CompiledSchema:
         #: The schema it was compiled from (kept alive, so its identity stays unique).
         self.schema = schema
         self._root = compile_nodes(schema)
-        self._quick = _quick_predicate(schema)
+        self._quick = quick_predicate(schema)
 
     def validate_frozen(self, value: JsonValue, path: str = "") -> list[str]:
         """:meth:`validate` for a value that ``freeze_json`` returned (the per-call path).
@@ -327,91 +356,6 @@ class CompiledSchema:
         sink = _Sink(None)
         _run(self._root, value, "", sink)
         return not sink.failed
-
-
-_ANNOTATIONS: Final = frozenset({"description", "title", "default", "examples"})
-_FLOAT_OR_INT: Final = (int, float)
-_QUICK_TYPES: Final[dict[str, Any]] = {
-    # For frozen values only: objects are FrozenDicts, arrays tuples, floats finite.
-    "string": lambda v: type(v) is str,
-    "boolean": lambda v: type(v) is bool,
-    "null": lambda v: v is None,
-    "integer": lambda v: type(v) is int or (type(v) is float and v.is_integer()),
-    "number": lambda v: type(v) in _FLOAT_OR_INT,
-    "object": lambda v: type(v) is FrozenDict,
-    "array": lambda v: type(v) is tuple,
-}
-
-
-# The exact types a frozen value of a bare ``type`` schema may have: a property of a flat
-# object is accepted with one type test. An integral float for "integer" is valid but left to
-# the full walk (an acceptor may reject valid values: the full walk then decides).
-_FLAT_TYPES: Final[dict[str, frozenset[type]]] = {
-    "string": frozenset((str,)),
-    "boolean": frozenset((bool,)),
-    "null": frozenset((type(None),)),
-    "integer": frozenset((int,)),
-    "number": frozenset((int, float)),
-    "object": frozenset((FrozenDict,)),
-    "array": frozenset((tuple,)),
-}
-_OBJECT_CONSTRAINTS: Final = frozenset(("type", "properties", "required", "additionalProperties"))
-_ANY_TYPE: Final[Any] = None  # a property schema with no constraint: every frozen value
-_UNDECLARED: Final[Any] = object()
-
-
-def _constraints(schema: dict[str, Any]) -> list[str]:
-    return [key for key in schema if key not in _ANNOTATIONS]
-
-
-def _quick_predicate(schema: object) -> Any:
-    """A fast acceptor of frozen values, or ``None`` when the schema has none.
-
-    Schemas with no constraint or only ``type`` are decided with one test; a flat object
-    (``properties`` whose schemas are of that kind, ``required``, ``additionalProperties``)
-    with one pass over its keys. An acceptor never accepts an invalid value; it may reject
-    a valid one, which the full walk then accepts (the caller always falls back to it).
-    """
-    if not isinstance(schema, dict):
-        return None
-    constraints = _constraints(schema)
-    if not constraints:
-        return lambda v: True  # a frozen value is lossless JSON, all that {} asks
-    if constraints == ["type"]:
-        return _QUICK_TYPES.get(schema["type"])
-    if schema.get("type") == "object" and _OBJECT_CONSTRAINTS.issuperset(constraints):
-        return _quick_flat_object(schema)
-    return None
-
-
-def _quick_flat_object(schema: dict[str, Any]) -> Any:
-    declared: dict[str, frozenset[type] | None] = {}
-    for name, sub in schema.get("properties", {}).items():
-        if not isinstance(sub, dict):
-            return None
-        sub_constraints = _constraints(sub)
-        if not sub_constraints:
-            declared[name] = _ANY_TYPE
-        elif sub_constraints == ["type"] and sub["type"] in _FLAT_TYPES:
-            declared[name] = _FLAT_TYPES[sub["type"]]
-        else:
-            return None
-    required = frozenset(schema.get("required", ()))
-    closed = schema.get("additionalProperties") is False
-
-    def quick(v: object) -> bool:
-        if type(v) is not FrozenDict or not v.keys() >= required:
-            return False
-        for key, x in v.items():
-            types = declared.get(key, _UNDECLARED)
-            if types is _UNDECLARED:
-                if closed:
-                    return False
-            elif types is not None and type(x) not in types:
-                return False
-        return True
-
-    return quick
 
 
 # Compiled frozen schemas, keyed by identity. A FrozenDict is immutable all the way down, so

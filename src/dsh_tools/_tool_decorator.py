@@ -15,10 +15,11 @@ from ._content import ContentBlock, TextContent
 from ._convert import converter
 from ._define import Classifier, FinalizeContent, build_validating_tool
 from ._definition import Output, ToolDefinition
-from ._errors import ToolArgsError, normalize_message
+from ._errors import ToolArgsError, ToolOutputError, normalize_message
+from ._json import FrozenDict, freeze_json
 
 if TYPE_CHECKING:
-    from ._json import FrozenDict, JsonValue
+    from ._json import JsonValue
 
 __all__ = ["tool"]
 
@@ -266,7 +267,7 @@ def _make_tool(fn: AsyncFunction, options: _Options) -> ToolDefinition:
         description=description,
         parameters=parameters,
         output=output,
-        execute=_body(fn, tuple(params)),
+        execute=_body(tool_name, fn, tuple(params)),
         timeout=options.timeout,
         is_concurrency_safe=options.is_concurrency_safe,
         finalize_content=options.finalize_content,
@@ -296,7 +297,15 @@ def _shown(value: object) -> str:
 def _default_render(args: JsonValue, value: JsonValue) -> list[ContentBlock]:
     if type(value) is str:
         return [TextContent(value)]
-    return [TextContent(json.dumps(value, ensure_ascii=False, indent=2))]
+    try:
+        return [TextContent(json.dumps(value, ensure_ascii=False, indent=2))]
+    except RecursionError:
+        # json.dumps recurses once per level; the value itself is valid (it was frozen and
+        # validated iteratively), it is only too deep to print this way.
+        raise ValueError(
+            "the value is nested too deeply to render as indented JSON; "
+            "pass render= to present it another way"
+        ) from None
 
 
 def _structure(value: object, annotation: Any) -> object:
@@ -321,8 +330,32 @@ def _structure_message(exc: Exception) -> str:
     return "; ".join(normalize_message(e) for e in leaves)
 
 
+# What a tool may return that is already JSON: such a value, once frozen, is what the
+# converter would give (it unstructures JSON to equal JSON), without the converter's
+# recursion, which a deep value (the JSON boundary accepts any depth) would exhaust.
+_JSON_CONTAINERS: Final = frozenset((dict, list, tuple, FrozenDict))
+
+
+def _unstructure(tool_name: str, result: object) -> object:
+    if type(result) in _JSON_CONTAINERS:
+        try:
+            return freeze_json(result)
+        except TypeError:
+            pass  # not plain JSON (an attrs instance inside, say): the converter's turn
+    try:
+        return converter.unstructure(result)
+    except RecursionError:
+        raise ToolOutputError(
+            tool_name,
+            [
+                f"the returned {type(result).__name__} is nested too deeply to convert "
+                "to JSON (Python's recursion limit)"
+            ],
+        ) from None
+
+
 def _body(
-    fn: AsyncFunction, params: tuple[_Param, ...]
+    tool_name: str, fn: AsyncFunction, params: tuple[_Param, ...]
 ) -> Callable[[FrozenDict, ToolRunContext], Awaitable[object]]:
     async def execute(arguments: FrozenDict, ctx: ToolRunContext) -> object:
         positional: list[object] = []
@@ -354,6 +387,6 @@ def _body(
         result = await fn(*positional, **keywords)
         if type(result) in _EXACT:
             return result  # what the converter would return for it
-        return converter.unstructure(result)
+        return _unstructure(tool_name, result)
 
     return execute
