@@ -59,18 +59,18 @@ class QueueClient:
     def call_at(self, index: int) -> ToolCall:
         return self.calls[index]
 
-    def on_start(self, index: int, execution: ToolExecution, mode: ExecutionMode) -> None:
+    def on_start(
+        self, index: int, execution: ToolExecution, mode: ExecutionMode
+    ) -> ToolResult | None:
         self.events.append(f"start {index} {mode.value}")
-
-    def refusal(self, index: int) -> ToolResult | None:
         return None
 
     def on_commit(self, index: int, result: ToolResult, mode: ExecutionMode | None) -> None:
         self.events.append(f"commit {index}")
         self.results[index] = result
 
-    async def after_commit(self) -> None:
-        pass
+    def pause(self) -> None:
+        return None
 
 
 async def test_an_open_queue_grows_while_the_lane_runs(

@@ -291,7 +291,7 @@ class _BatchIterator:
         if held:
             item = held.popleft()
             # The driver may be parked until the reader makes room (backpressure).
-            driver.reader_waiter.unpark_all()
+            driver.wake_driver()
             return item
         return None
 
@@ -311,6 +311,7 @@ class _BatchIterator:
             if driver.ended:
                 self.close()
                 raise StopAsyncIteration
+            driver.iter_parked = True
             await driver.iter_waiter.park()
 
     def close(self) -> None:
@@ -525,7 +526,7 @@ class Batch:
         # alive), so the iterator closing now is the one holding the claim.
         self._iter_ref = None
         self._driver.held = None
-        self._driver.reader_waiter.unpark_all()
+        self._driver.wake_driver()
 
     def _iterator_gone(self, ref: weakref.ref[_BatchIterator]) -> None:
         # A consumer that broke out of ``async for`` dropped its iterator: the iteration
@@ -533,4 +534,4 @@ class Batch:
         if self._iter_ref is ref:
             self._iter_ref = None
             self._driver.held = None
-            self._driver.reader_waiter.unpark_all()
+            self._driver.wake_driver()

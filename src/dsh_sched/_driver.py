@@ -25,6 +25,7 @@ from ._sinks import CallCommitted, CallStarted, ContextAccepted
 
 if TYPE_CHECKING:
     import collections
+    from collections.abc import Awaitable
 
     from dsh_tools import (
         Abort,
@@ -106,6 +107,7 @@ class Driver:
         "ended",
         "final",
         "held",
+        "iter_parked",
         "iter_waiter",
         "keep",
         "lane",
@@ -113,6 +115,7 @@ class Driver:
         "parent",
         "pending_call",
         "pending_index",
+        "reader_parked",
         "reader_waiter",
         "results",
         "root_call_id",
@@ -168,6 +171,9 @@ class Driver:
         # trio's own parking lots: one task parks in each (the driver, the iterator).
         self.reader_waiter = trio.lowlevel.ParkingLot()
         self.iter_waiter = trio.lowlevel.ParkingLot()
+        # Whether a task is parked in each (checked per commit instead of the lot's len()).
+        self.reader_parked = False
+        self.iter_parked = False
         self.contexts: list[UserMessage] = []
         self.context_owners: list[int] = []
         self.contexts_sent = 0
@@ -199,10 +205,22 @@ class Driver:
     def note_native(self, exc: BaseException) -> None:
         self.lane.note_native(exc)
 
+    def wake_reader(self) -> None:
+        """Wake the iterator if it is parked waiting for a commit."""
+        if self.iter_parked:
+            self.iter_parked = False
+            self.iter_waiter.unpark_all()
+
+    def wake_driver(self) -> None:
+        """Wake the driver if it is parked waiting for the iterator (backpressure)."""
+        if self.reader_parked:
+            self.reader_parked = False
+            self.reader_waiter.unpark_all()
+
     def end_iteration(self) -> None:
         """Nothing more will be committed: wake the iterator so it can stop."""
         self.ended = True
-        self.iter_waiter.unpark_all()
+        self.wake_reader()
 
     @trio.lowlevel.enable_ki_protection
     async def drive(self) -> None:
@@ -284,7 +302,9 @@ class Driver:
         self.pending_call = tool_call
         return tool_call
 
-    def on_start(self, index: int, execution: ToolExecution, mode: ExecutionMode) -> None:
+    def on_start(
+        self, index: int, execution: ToolExecution, mode: ExecutionMode
+    ) -> ToolResult | None:
         sink = self.sink
         if sink is not None:
             sink.on_call(
@@ -297,8 +317,6 @@ class Driver:
                     synthetic=False,
                 )
             )
-
-    def refusal(self, index: int) -> ToolResult | None:
         scope = self.scope
         if scope is not None and scope.closed:
             # Fail closed (decision 35): the scope's restrictions and guards are gone with
@@ -328,15 +346,18 @@ class Driver:
                     raise
         self._accept(index, call, result, mode, False)
 
-    async def after_commit(self) -> None:
-        if self.held is not None and len(self.held) >= HELD_LIMIT:
-            await self._wait_for_reader()
+    def pause(self) -> Awaitable[None] | None:
+        held = self.held
+        if held is not None and len(held) >= HELD_LIMIT:
+            return self._wait_for_reader()
+        return None
 
     async def _wait_for_reader(self) -> None:
         """Backpressure (decision 36): with ``keep_results=False`` and an iteration running,
         at most :data:`HELD_LIMIT` committed calls wait for the reader; the driver parks
         until it has read (or stopped iterating), so a long batch holds bounded memory."""
         while (held := self.held) is not None and len(held) >= HELD_LIMIT:
+            self.reader_parked = True
             await self.reader_waiter.park()
             if self.lane.failure is not None:
                 return
@@ -360,12 +381,12 @@ class Driver:
             self.results.append(
                 CommittedCall(index=index, call=call, result=result, synthetic=synthetic, mode=mode)
             )
-            self.iter_waiter.unpark_all()
+            self.wake_reader()
         elif self.held is not None:
             self.held.append(
                 CommittedCall(index=index, call=call, result=result, synthetic=synthetic, mode=mode)
             )
-            self.iter_waiter.unpark_all()
+            self.wake_reader()
 
     # -- synthetic pairs, contexts, bookkeeping (scheduler.md §6, §7) ---------------------
 

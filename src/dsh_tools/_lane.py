@@ -68,12 +68,14 @@ class LaneClient(Protocol):
         every later call (a classifier sees the same arguments each time)."""
         ...
 
-    def on_start(self, index: int, execution: ToolExecution, mode: ExecutionMode) -> None:
-        """The call at ``index`` was just created under ``mode``; no checkpoint since."""
-        ...
+    def on_start(
+        self, index: int, execution: ToolExecution, mode: ExecutionMode
+    ) -> ToolResult | None:
+        """The call at ``index`` was just created under ``mode``; no checkpoint since.
 
-    def refusal(self, index: int) -> ToolResult | None:
-        """A result that finishes the call instead of preparing it, or ``None`` to go on."""
+        Returns a result that finishes the call instead of preparing it (a refusal: no
+        hook, guard or body runs), or ``None`` to go on.
+        """
         ...
 
     def on_commit(self, index: int, result: ToolResult, mode: ExecutionMode | None) -> None:
@@ -84,9 +86,10 @@ class LaneClient(Protocol):
         """
         ...
 
-    async def after_commit(self) -> None:
-        """Awaited after each commit on the lane's ordered path (not during the
-        bookkeeping): the place for backpressure. A checkpoint is allowed."""
+    def pause(self) -> Awaitable[None] | None:
+        """Asked after each commit on the lane's ordered path (not during the bookkeeping):
+        an awaitable to wait on before the next commit or start (backpressure), or
+        ``None`` to go on at once."""
         ...
 
 
@@ -362,7 +365,7 @@ class Lane:
     @trio.lowlevel.enable_ki_protection
     def _begin(
         self, group: _Group, index: int, tool_call: ToolCall, mode: ExecutionMode
-    ) -> tuple[ToolExecution, int]:
+    ) -> tuple[ToolExecution, int, ToolResult | None]:
         # create(), the plan's record and the client's start event as one step: a
         # KeyboardInterrupt cannot land between them, so a started call is always known.
         execution = create(self.runtime, tool_call)
@@ -370,14 +373,13 @@ class Lane:
         self.started_count += 1
         # The call is started: from here on it gets its result from the runtime or from
         # the cancellation bookkeeping, never from the client.
-        self.client.on_start(index, execution, mode)
-        return execution, gi
+        refusal = self.client.on_start(index, execution, mode)
+        return execution, gi, refusal
 
     async def _start(
         self, group: _Group, index: int, tool_call: ToolCall, mode: ExecutionMode
     ) -> None:
-        execution, gi = self._begin(group, index, tool_call, mode)
-        refusal = self.client.refusal(index)
+        execution, gi, refusal = self._begin(group, index, tool_call, mode)
         if refusal is not None:
             group.store(gi, NeedsFinish(execution, refusal))
             return
@@ -450,9 +452,11 @@ class Lane:
                 self._commit(group, mode, result)
             else:
                 self._finish_and_commit(group, mode, step)
-            await client.after_commit()
-            if self.failure is not None:
-                raise _Halt
+            pause = client.pause()
+            if pause is not None:
+                await pause
+                if self.failure is not None:
+                    raise _Halt
 
     @trio.lowlevel.enable_ki_protection
     def _finish_and_commit(self, group: _Group, mode: ExecutionMode, step: NeedsFinish) -> None:
