@@ -38,7 +38,14 @@ def test_dsh_sched_all_is_pinned() -> None:
 
 
 def test_dsh_sched_testing_all_is_pinned() -> None:
-    assert sorted(dsh_sched.testing.__all__) == ["TraceEvent", "TraceRecorder", "check_trace"]
+    assert sorted(dsh_sched.testing.__all__) == [
+        "TimelineRow",
+        "TraceEvent",
+        "TraceRecorder",
+        "check_trace",
+        "render_timeline",
+        "timeline_rows",
+    ]
 
 
 def test_public_concrete_classes_are_final() -> None:
@@ -58,6 +65,7 @@ def test_public_concrete_classes_are_final() -> None:
         assert getattr(cls, "__final__", False), name
     assert getattr(dsh_sched.testing.TraceRecorder, "__final__", False)
     assert getattr(dsh_sched.testing.TraceEvent, "__final__", False)
+    assert getattr(dsh_sched.testing.TimelineRow, "__final__", False)
 
 
 def test_init_modules_only_re_export() -> None:
@@ -110,15 +118,30 @@ def test_sink_is_a_protocol() -> None:
     )
 
 
-def test_lazy_strategy_names_match_the_strategies_module() -> None:
-    """dsh_sched.testing lists the strategy names statically (so that importing it needs no
-    hypothesis); the list must not drift from the module it loads them from."""
-    import dsh_sched._strategies as strategies
+def test_lazy_fuzzing_names_match_the_fuzzing_modules() -> None:
+    """dsh_sched.testing lists the fuzzing kit's names statically (so that importing it needs
+    no hypothesis); the list must not drift from the modules it loads them from."""
+    import importlib
+
     import dsh_sched.testing as testing
 
-    assert frozenset(strategies.__all__) == testing._STRATEGY_NAMES
-    for name in strategies.__all__:
-        assert getattr(testing, name) is getattr(strategies, name)
+    modules = ("_fuzz_scenario", "_fuzz_strategies", "_fuzz_harness", "_fuzz_runners")
+    exported: dict[str, str] = {}
+    for module_name in modules:
+        module = importlib.import_module(f"dsh_sched.{module_name}")
+        for name in module.__all__:
+            if name in testing._FUZZ_NAMES:
+                exported[name] = module_name
+                assert getattr(testing, name) is getattr(module, name)
+    assert exported == testing._FUZZ_NAMES
+
+
+def test_only_the_strategies_need_hypothesis() -> None:
+    """The fuzzing kit's data, harness and runners work without hypothesis; only the
+    strategies module imports it."""
+    for path in SRC.glob("_fuzz_*.py"):
+        imports_hypothesis = any(m.split(".")[0] == "hypothesis" for m, _ in _imports(path))
+        assert imports_hypothesis == (path.name == "_fuzz_strategies.py"), path
 
 
 def test_adapters_import_no_sdk() -> None:

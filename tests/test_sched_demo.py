@@ -47,19 +47,22 @@ from dsh_sched._demo import (
     DemoReport,
     DemoSettings,
     PlainConsole,
-    TimelineRow,
     check_paths,
     demo_calls,
     demo_tools,
     open_console,
-    render_timeline,
-    result_status,
     run_demo,
     seed_workspace,
-    timeline_rows,
 )
 from dsh_sched._demo._script import FetchError
-from dsh_sched.testing import TraceEvent, check_trace
+from dsh_sched._timeline_rows import result_status
+from dsh_sched.testing import (
+    TimelineRow,
+    TraceEvent,
+    check_trace,
+    render_timeline,
+    timeline_rows,
+)
 from dsh_tools import (
     ABORTED,
     ABORTED_BEFORE_DISPATCH,
