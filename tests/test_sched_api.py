@@ -1,4 +1,4 @@
-"""The public surface of dsh_sched (scheduler.md §1) and its layering (README "Layering")."""
+"""The public surface of dsh_sched (scheduler.md §1); its layering is tests/test_layering.py."""
 
 from __future__ import annotations
 
@@ -91,25 +91,6 @@ def _imports(path: Path) -> list[tuple[str, list[str]]]:
         elif isinstance(node, ast.Import):
             found.extend((alias.name, []) for alias in node.names)
     return found
-
-
-def test_dsh_sched_uses_only_public_dsh_tools_names_and_never_execute() -> None:
-    """README "Layering": public names only; calls are driven through lowlevel."""
-    for path in [*SRC.glob("*.py"), *(SRC / "adapters").glob("*.py")]:
-        text = path.read_text()
-        assert ".execute(" not in text, path  # never ToolRuntime.execute()
-        for module, names in _imports(path):
-            if module.startswith("dsh_tools"):
-                assert module in ("dsh_tools", "dsh_tools.lowlevel"), (path, module)
-                assert all(not n.startswith("_") for n in names), (path, names)
-                public = dsh_tools_public(module)
-                assert set(names) <= public, (path, set(names) - public)
-
-
-def dsh_tools_public(module: str) -> set[str]:
-    import importlib
-
-    return set(importlib.import_module(module).__all__)
 
 
 def test_sink_is_a_protocol() -> None:
