@@ -193,13 +193,16 @@ def run_point(scenario: str, k: int) -> tuple[bool, list[str]]:
     # it so that each landing point is the same run every time (test-only, private name).
     trio._core._run._r.seed(k)
     raised: BaseException | None = None
+    # Put back whatever traced before (coverage's tracer, when the suite is measured):
+    # clearing it would stop the measurement of every test that runs after this one.
+    previous = sys.gettrace()
     sys.settrace(tracer)
     try:
         trio.run(SCENARIOS[scenario], seen, clock=trio.testing.MockClock(autojump_threshold=0))
     except BaseException as exc:
         raised = exc
     finally:
-        sys.settrace(None)
+        sys.settrace(previous)
     problems = [f"{scenario} k={k} at {where}: {p}" for p in _check(seen, raised, fired)]
     return fired, problems
 

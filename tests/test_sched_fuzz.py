@@ -486,6 +486,15 @@ def test_strategies_need_hypothesis(monkeypatch: pytest.MonkeyPatch) -> None:
         dsh_sched.testing.scenarios  # noqa: B018
 
 
+def test_a_missing_module_other_than_hypothesis_is_not_blamed_on_hypothesis(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setitem(sys.modules, "dsh_sched._fuzz_harness", None)
+    with pytest.raises(ModuleNotFoundError) as info:
+        dsh_sched.testing.build_runtime  # noqa: B018
+    assert info.value.name == "dsh_sched._fuzz_harness"
+
+
 def test_check_scenario_run_reports_a_completed_success_turned_aborted() -> None:
     """The kit checks runtime.md §8.3's new rule: a body that returned before the batch
     Abort fired keeps its success (C-007, S-046); a run where it became ``ABORTED`` fails."""
