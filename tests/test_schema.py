@@ -86,6 +86,7 @@ STR = {"type": "string"}
             '{"x": [' + "7" * 5000 + ".5, -" + "9" * 5000 + "]}",
             "text that is not valid JSON (integer too long: line 1 column 5012)",
         ),
+        ("7" * 5000, "text that is not valid JSON (integer too long: line 1 column 1)"),
     ],
 )
 def test_h010_validate_args_non_object(args: object, what: str) -> None:
