@@ -90,10 +90,25 @@ class TraceRecorder:
         sink: A sink to forward every event to, after recording it.
 
     Example:
-        >>> recorder = TraceRecorder(runtime)  # doctest: +SKIP
-        >>> runtime.register(recorder.instrument(my_tool))  # doctest: +SKIP
-        >>> outcome = await run_tool_calls(runtime, calls, sink=recorder)  # doctest: +SKIP
-        >>> check_trace(recorder.events, max_parallel=10, outcome=outcome)  # doctest: +SKIP
+        >>> import trio
+        >>> from dsh_tools import ToolRuntime, tool
+        >>> from dsh_sched import ModelToolCall, run_tool_calls
+        >>> from dsh_sched.testing import TraceRecorder, check_trace
+        >>> @tool
+        ... async def ping() -> str:
+        ...     '''Answer pong.'''
+        ...     return "pong"
+        >>> runtime = ToolRuntime()
+        >>> recorder = TraceRecorder(runtime)
+        >>> _ = runtime.register(recorder.instrument(ping))
+        >>> calls = [ModelToolCall(call_id="c1", name="ping", arguments="")]
+        >>> async def main():
+        ...     return await run_tool_calls(runtime, calls, sink=recorder)
+        >>> outcome = trio.run(main)
+        >>> check_trace(recorder.events, max_parallel=10, outcome=outcome)
+        >>> [event.kind for event in recorder.events]  # doctest: +NORMALIZE_WHITESPACE
+        ['call', 'pre_start', 'pre_end', 'body_start', 'body_end', 'post_start', 'post_end',
+         'observed', 'result']
     """
 
     def __init__(self, runtime: ToolRuntime, *, sink: Sink | None = None) -> None:
