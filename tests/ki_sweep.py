@@ -193,7 +193,8 @@ def run_point(scenario: str, k: int) -> tuple[bool, list[str]]:
     # it so that each landing point is the same run every time (test-only, private name).
     trio._core._run._r.seed(k)
     raised: BaseException | None = None
-    # Put back whatever traced before (a coverage tracer, when run in a measured process).
+    # Put back whatever traced before (coverage's tracer, when the suite is measured):
+    # clearing it would stop the measurement of every test that runs after this one.
     previous = sys.gettrace()
     sys.settrace(tracer)
     try:

@@ -328,7 +328,7 @@ def test_api_entries_show_what_a_user_needs() -> None:
         "- dsh_sched.testing — Testing tools for the scheduler: trace recording, invariant"
         " checking and fuzzing."
     )
-    assert lines[at + 1].startswith("    TraceEvent — One thing")
+    assert lines[at + 1].startswith("    TimelineRow — One call of the batch")
     assert " at 0x" not in text  # no address of a private sentinel: the report is stable
 
 

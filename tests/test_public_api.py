@@ -43,7 +43,7 @@ def test_dsh_tools_all_is_the_spec_surface() -> None:
 def test_submodules_export_exactly_their_names() -> None:
     assert sorted(dsh_tools.lowlevel.__all__) == sorted(
         ["create", "prepare", "dispatch", "dispatch_in_abort_scope", "finalize", "finish",
-         "Lane", "LaneClient", "LaneStatistics", "is_cancellation",
+         "Lane", "LaneClient", "LaneStatistics", "is_cancellation", "exception_leaves",
          "finished_result",
              "cancelled_result",
          "ReadyToDispatch", "NeedsFinalize", "NeedsFinish"]

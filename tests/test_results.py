@@ -1171,3 +1171,50 @@ def test_j019_an_unexpected_error_is_not_quoted() -> None:
     from dsh_tools._convert import _detail
 
     assert _detail(AttributeError("'list' object has no attribute 'keys'")) == "invalid value"
+
+
+# -- UserMessage.from_json ------------------------------------------------------------------
+
+
+@given(user_messages())
+def test_j018_every_user_message_round_trips(message: UserMessage) -> None:
+    """J-018 for a message on its own: ``UserMessage.from_json(m.to_json()) == m``, also
+    through JSON text, through the same converter that reads a result's contexts."""
+    data = message.to_json()
+    assert UserMessage.from_json(data) == message
+    back = UserMessage.from_json(_normalized(data))
+    assert back == message
+    assert type(back.content) is tuple
+    assert type(back.source) is FrozenDict
+    holder = ToolResult.from_json({"is_error": False, "content": [], "additional_contexts": [data]})
+    assert holder.additional_contexts == (back,)
+
+
+def _message_data(**changes: object) -> dict[str, object]:
+    data: dict[str, object] = {
+        "id": "m1",
+        "role": "user",
+        "content": [{"type": "text", "text": "hi"}],
+        "source": {"kind": "tool"},
+    }
+    data.update(changes)
+    return {k: v for k, v in data.items() if v is not None}
+
+
+@pytest.mark.parametrize(
+    ("data", "detail"),
+    [
+        ([], "message must be an object, got an array"),
+        (_message_data(id=None), 'missing keys ["id"]'),
+        ({**_message_data(), "extra": 1}, 'unknown keys ["extra"]'),
+        (_message_data(role="assistant"), 'message role must be "user", got "assistant"'),
+        (_message_data(content="hi"), "message content must be an array, got a string"),
+        (_message_data(id=7), "expected a string, got a number"),
+        (_message_data(source=[1]), "message source must be an object, got an array"),
+        (_message_data(content=[{"type": "audio"}]), 'unknown content block type "audio"'),
+    ],
+)
+def test_user_message_from_json_rejects_malformed_messages(data: object, detail: str) -> None:
+    with pytest.raises(ValueError, match=r"^invalid user message JSON: ") as info:
+        UserMessage.from_json(data)  # type: ignore[arg-type]
+    assert str(info.value) == f"invalid user message JSON: {detail}"

@@ -1,4 +1,4 @@
-"""The public surface of dsh_sched (scheduler.md §1) and its layering (README "Layering")."""
+"""The public surface of dsh_sched (scheduler.md §1); its layering is tests/test_layering.py."""
 
 from __future__ import annotations
 
@@ -39,7 +39,14 @@ def test_dsh_sched_all_is_pinned() -> None:
 
 
 def test_dsh_sched_testing_all_is_pinned() -> None:
-    assert sorted(dsh_sched.testing.__all__) == ["TraceEvent", "TraceRecorder", "check_trace"]
+    assert sorted(dsh_sched.testing.__all__) == [
+        "TimelineRow",
+        "TraceEvent",
+        "TraceRecorder",
+        "check_trace",
+        "render_timeline",
+        "timeline_rows",
+    ]
 
 
 def test_public_concrete_classes_are_final() -> None:
@@ -59,6 +66,7 @@ def test_public_concrete_classes_are_final() -> None:
         assert getattr(cls, "__final__", False), name
     assert getattr(dsh_sched.testing.TraceRecorder, "__final__", False)
     assert getattr(dsh_sched.testing.TraceEvent, "__final__", False)
+    assert getattr(dsh_sched.testing.TimelineRow, "__final__", False)
 
 
 def test_init_modules_only_re_export() -> None:
@@ -86,40 +94,36 @@ def _imports(path: Path) -> list[tuple[str, list[str]]]:
     return found
 
 
-def test_dsh_sched_uses_only_public_dsh_tools_names_and_never_execute() -> None:
-    """README "Layering": public names only; calls are driven through lowlevel."""
-    for path in [*SRC.glob("*.py"), *(SRC / "adapters").glob("*.py")]:
-        text = path.read_text()
-        assert ".execute(" not in text, path  # never ToolRuntime.execute()
-        for module, names in _imports(path):
-            if module.startswith("dsh_tools"):
-                assert module in ("dsh_tools", "dsh_tools.lowlevel"), (path, module)
-                assert all(not n.startswith("_") for n in names), (path, names)
-                public = dsh_tools_public(module)
-                assert set(names) <= public, (path, set(names) - public)
-
-
-def dsh_tools_public(module: str) -> set[str]:
-    import importlib
-
-    return set(importlib.import_module(module).__all__)
-
-
 def test_sink_is_a_protocol() -> None:
     assert typing.Protocol in dsh_sched.Sink.__mro__ or getattr(
         dsh_sched.Sink, "_is_protocol", False
     )
 
 
-def test_lazy_strategy_names_match_the_strategies_module() -> None:
-    """dsh_sched.testing lists the strategy names statically (so that importing it needs no
-    hypothesis); the list must not drift from the module it loads them from."""
-    import dsh_sched._strategies as strategies
+def test_lazy_fuzzing_names_match_the_fuzzing_modules() -> None:
+    """dsh_sched.testing lists the fuzzing kit's names statically (so that importing it needs
+    no hypothesis); the list must not drift from the modules it loads them from."""
+    import importlib
+
     import dsh_sched.testing as testing
 
-    assert frozenset(strategies.__all__) == testing._STRATEGY_NAMES
-    for name in strategies.__all__:
-        assert getattr(testing, name) is getattr(strategies, name)
+    modules = ("_fuzz_scenario", "_fuzz_strategies", "_fuzz_harness", "_fuzz_runners")
+    exported: dict[str, str] = {}
+    for module_name in modules:
+        module = importlib.import_module(f"dsh_sched.{module_name}")
+        for name in module.__all__:
+            if name in testing._FUZZ_NAMES:
+                exported[name] = module_name
+                assert getattr(testing, name) is getattr(module, name)
+    assert exported == testing._FUZZ_NAMES
+
+
+def test_only_the_strategies_need_hypothesis() -> None:
+    """The fuzzing kit's data, harness and runners work without hypothesis; only the
+    strategies module imports it."""
+    for path in SRC.glob("_fuzz_*.py"):
+        imports_hypothesis = any(m.split(".")[0] == "hypothesis" for m, _ in _imports(path))
+        assert imports_hypothesis == (path.name == "_fuzz_strategies.py"), path
 
 
 def test_adapters_import_no_sdk() -> None:

@@ -10,7 +10,7 @@ The ``sched-fuzz`` profile (tests/conftest.py) sets the number of batches.
 
 §14 also says that every such run is deterministic: trio runs the tasks that become ready
 together in a random order, so the kit keeps its waits apart (the timing model in
-``dsh_sched._strategies``), and each example is run several times and compared.
+``dsh_sched._fuzz_scenario``), and each example is run several times and compared.
 """
 
 from __future__ import annotations
@@ -480,10 +480,19 @@ def test_check_scenario_run_reports_outcome_and_iteration_mismatches() -> None:
 
 
 def test_strategies_need_hypothesis(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delitem(sys.modules, "dsh_sched._strategies")
+    monkeypatch.delitem(sys.modules, "dsh_sched._fuzz_strategies")
     monkeypatch.setitem(sys.modules, "hypothesis", None)
     with pytest.raises(ImportError, match="needs hypothesis: pip install hypothesis"):
         dsh_sched.testing.scenarios  # noqa: B018
+
+
+def test_a_missing_module_other_than_hypothesis_is_not_blamed_on_hypothesis(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setitem(sys.modules, "dsh_sched._fuzz_harness", None)
+    with pytest.raises(ModuleNotFoundError) as info:
+        dsh_sched.testing.build_runtime  # noqa: B018
+    assert info.value.name == "dsh_sched._fuzz_harness"
 
 
 def test_check_scenario_run_reports_a_completed_success_turned_aborted() -> None:

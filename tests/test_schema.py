@@ -80,6 +80,13 @@ STR = {"type": "string"}
             "text that is not valid JSON (invalid constant -Infinity: line 1 column 11)",
         ),
         ("[" * 100_000, "text that is not valid JSON (nesting too deep: line 1 column 1)"),
+        # An integer longer than Python parses (sys.get_int_max_str_digits()): a float with as
+        # many digits before it parses, so the message points at the integer.
+        (
+            '{"x": [' + "7" * 5000 + ".5, -" + "9" * 5000 + "]}",
+            "text that is not valid JSON (integer too long: line 1 column 5012)",
+        ),
+        ("7" * 5000, "text that is not valid JSON (integer too long: line 1 column 1)"),
     ],
 )
 def test_h010_validate_args_non_object(args: object, what: str) -> None:

@@ -18,9 +18,10 @@ from typing import TYPE_CHECKING, final
 import trio
 
 from dsh_tools import Abort, ExecutionToken, Scope, ToolRuntime
+from dsh_tools.lowlevel import exception_leaves, is_cancellation
 
 from ._calls import ModelToolCall
-from ._driver import Driver, is_cancellation, leaves
+from ._driver import Driver
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Iterable
@@ -472,7 +473,7 @@ class Batch:
         ``KeyboardInterrupt`` delivered to the task waiting in the nursery's exit.
         """
         cancelled: trio.Cancelled | None = None
-        for leaf in leaves(exc):
+        for leaf in exception_leaves(exc):
             if isinstance(leaf, trio.Cancelled):
                 if cancelled is None:
                     cancelled = leaf

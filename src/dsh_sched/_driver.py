@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from ._calls import ModelToolCall
     from ._sinks import Sink
 
-__all__ = ["HELD_LIMIT", "Driver", "is_cancellation", "leaves"]
+__all__ = ["HELD_LIMIT", "Driver"]
 
 #: With ``keep_results=False``, how many committed calls may wait for a running iteration
 #: before the driver waits for it to read (decision 36).
@@ -61,19 +61,6 @@ def _synthetic_result(reason: object) -> ToolResult:
     if isinstance(reason, str) and reason:
         return error_result(AbortError("ABORTED_BEFORE_DISPATCH", reason))
     return _plain_synthetic_result()
-
-
-def leaves(exc: BaseException) -> list[BaseException]:
-    """The exceptions in ``exc``, groups flattened, in order."""
-    out: list[BaseException] = []
-    pending = [exc]
-    while pending:
-        current = pending.pop()
-        if isinstance(current, BaseExceptionGroup):
-            pending.extend(reversed(current.exceptions))
-        else:
-            out.append(current)
-    return out
 
 
 def _scope_closed_result(scope: Scope) -> ToolResult:

@@ -1,11 +1,14 @@
 """Testing tools for the scheduler: trace recording, invariant checking and fuzzing.
 
-``TraceRecorder``, ``TraceEvent`` and ``check_trace`` need nothing beyond ``dsh_sched``.
-The Hypothesis strategies and the fuzz runner (``scenarios``, ``run_scenario``,
-``model_tool_calls``, ``run_checked``, ...) are loaded on first access, so ``hypothesis``
-is only needed by code that uses them::
+And the batch timeline, drawn from a recorded trace.
 
-    from dsh_sched.testing import run_scenario, scenarios  # needs hypothesis
+``TraceRecorder``, ``TraceEvent``, ``check_trace`` and the timeline (``timeline_rows``,
+``TimelineRow``, ``render_timeline``) need nothing beyond ``dsh_sched``. The fuzzing kit is
+loaded on first access: its Hypothesis strategies (``scenarios``, ``model_tool_calls``,
+``moments``, ...) need ``hypothesis``; its harness and runners (``build_runtime``,
+``run_scenario``, ``run_checked``, ``check_scenario_run``, ...) do not::
+
+    from dsh_sched.testing import run_scenario, scenarios  # scenarios needs hypothesis
 """
 
 from __future__ import annotations
@@ -13,88 +16,96 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from ._trace import TraceEvent, TraceRecorder, check_trace
+from ._timeline_rows import TimelineRow, timeline_rows
+from ._timeline_svg import render_timeline
+from ._trace_checker import check_trace
+from ._trace_recorder import TraceEvent, TraceRecorder
 
 if TYPE_CHECKING:
-    from ._strategies import (
-        FuzzInterrupt as FuzzInterrupt,
-    )
-    from ._strategies import (
-        HookSpec as HookSpec,
-    )
-    from ._strategies import (
-        Scenario as Scenario,
-    )
-    from ._strategies import (
-        ScenarioRun as ScenarioRun,
-    )
-    from ._strategies import (
-        SinkFailure as SinkFailure,
-    )
-    from ._strategies import (
-        ToolSpec as ToolSpec,
-    )
-    from ._strategies import (
-        build_runtime as build_runtime,
-    )
-    from ._strategies import (
+    from ._fuzz_harness import build_runtime as build_runtime
+    from ._fuzz_runners import (
         check_scenario_run as check_scenario_run,
     )
-    from ._strategies import (
-        hook_specs as hook_specs,
-    )
-    from ._strategies import (
-        model_tool_calls as model_tool_calls,
-    )
-    from ._strategies import (
-        moments as moments,
-    )
-    from ._strategies import (
+    from ._fuzz_runners import (
         run_checked as run_checked,
     )
-    from ._strategies import (
+    from ._fuzz_runners import (
         run_scenario as run_scenario,
     )
-    from ._strategies import (
+    from ._fuzz_scenario import (
+        FuzzInterrupt as FuzzInterrupt,
+    )
+    from ._fuzz_scenario import (
+        HookSpec as HookSpec,
+    )
+    from ._fuzz_scenario import (
+        Scenario as Scenario,
+    )
+    from ._fuzz_scenario import (
+        ScenarioRun as ScenarioRun,
+    )
+    from ._fuzz_scenario import (
+        SinkFailure as SinkFailure,
+    )
+    from ._fuzz_scenario import (
+        ToolSpec as ToolSpec,
+    )
+    from ._fuzz_strategies import (
+        hook_specs as hook_specs,
+    )
+    from ._fuzz_strategies import (
+        model_tool_calls as model_tool_calls,
+    )
+    from ._fuzz_strategies import (
+        moments as moments,
+    )
+    from ._fuzz_strategies import (
         scenarios as scenarios,
     )
-    from ._strategies import (
+    from ._fuzz_strategies import (
         tool_specs as tool_specs,
     )
 
-__all__ = ["TraceEvent", "TraceRecorder", "check_trace"]
+__all__ = [
+    "TimelineRow",
+    "TraceEvent",
+    "TraceRecorder",
+    "check_trace",
+    "render_timeline",
+    "timeline_rows",
+]
 
-_STRATEGY_NAMES = frozenset(
-    {
-        "FuzzInterrupt",
-        "HookSpec",
-        "Scenario",
-        "ScenarioRun",
-        "SinkFailure",
-        "ToolSpec",
-        "build_runtime",
-        "check_scenario_run",
-        "hook_specs",
-        "model_tool_calls",
-        "moments",
-        "run_checked",
-        "run_scenario",
-        "scenarios",
-        "tool_specs",
-    }
-)
+#: The fuzzing kit's names, and the private module each is loaded from on first access.
+_FUZZ_NAMES: dict[str, str] = {
+    "FuzzInterrupt": "_fuzz_scenario",
+    "HookSpec": "_fuzz_scenario",
+    "Scenario": "_fuzz_scenario",
+    "ScenarioRun": "_fuzz_scenario",
+    "SinkFailure": "_fuzz_scenario",
+    "ToolSpec": "_fuzz_scenario",
+    "build_runtime": "_fuzz_harness",
+    "check_scenario_run": "_fuzz_runners",
+    "run_checked": "_fuzz_runners",
+    "run_scenario": "_fuzz_runners",
+    "hook_specs": "_fuzz_strategies",
+    "model_tool_calls": "_fuzz_strategies",
+    "moments": "_fuzz_strategies",
+    "scenarios": "_fuzz_strategies",
+    "tool_specs": "_fuzz_strategies",
+}
 
 
 def __getattr__(name: str) -> Any:
     # PEP 562 lazy attribute: importing dsh_sched.testing must not require hypothesis.
-    if name in _STRATEGY_NAMES:
-        try:
-            module = importlib.import_module("dsh_sched._strategies")
-        except ModuleNotFoundError as exc:
-            if exc.name != "hypothesis":
-                raise
-            raise ImportError(
-                f"dsh_sched.testing.{name} needs hypothesis: pip install hypothesis"
-            ) from exc
-        return getattr(module, name)
-    raise AttributeError(f"module 'dsh_sched.testing' has no attribute {name!r}")
+    module_name = _FUZZ_NAMES.get(name)
+    if module_name is None:
+        raise AttributeError(f"module 'dsh_sched.testing' has no attribute {name!r}")
+    try:
+        module = importlib.import_module(f"dsh_sched.{module_name}")
+    except ModuleNotFoundError as exc:
+        if exc.name != "hypothesis":
+            raise
+        raise ImportError(
+            f"dsh_sched.testing.{name} needs hypothesis: pip install hypothesis"
+        ) from exc
+    return getattr(module, name)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal, TypeAlias, final
 
 import attrs
@@ -130,3 +130,28 @@ class UserMessage:
             "content": [block.to_json() for block in self.content],
             "source": self.source,
         }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> UserMessage:
+        """Rebuild a message from :meth:`to_json` output, through the package's converter.
+
+        Exactly what a result's ``additional_contexts`` accept in ``ToolResult.from_json``.
+
+        Args:
+            data: The message's JSON form.
+
+        Returns:
+            The message, deeply frozen.
+
+        Raises:
+            ValueError: ``invalid user message JSON: <detail>`` for missing or unknown keys, a
+                role other than ``"user"``, or a value of the wrong type.
+
+        Example:
+            >>> message = UserMessage(content=[TextContent("hi")], id="m1")
+            >>> UserMessage.from_json(message.to_json()) == message
+            True
+        """
+        from ._convert import structure_message
+
+        return structure_message(data)

@@ -18,7 +18,7 @@ from ._content import ContentBlock, ImageContent, TextContent, UserMessage
 from ._json import FrozenDict, JsonValue, freeze_json
 from ._results import ErrorInfo, ToolError, ToolResult
 
-__all__ = ["converter", "structure_result", "unstructure_result"]
+__all__ = ["converter", "structure_message", "structure_result", "unstructure_result"]
 
 T = TypeVar("T")
 
@@ -248,6 +248,18 @@ def structure_result(data: object) -> ToolResult:
         return converter.structure(data, ToolResult)
     except Exception as exc:
         raise ValueError(f"invalid tool result JSON: {_detail(exc)}") from exc
+
+
+def structure_message(data: object) -> UserMessage:
+    """Structure a ``UserMessage`` from its JSON form.
+
+    Raises:
+        ValueError: ``invalid user message JSON: <detail>``, chained from the cause.
+    """
+    try:
+        return converter.structure(data, UserMessage)
+    except Exception as exc:
+        raise ValueError(f"invalid user message JSON: {_detail(exc)}") from exc
 
 
 def _detail(exc: BaseException) -> str:

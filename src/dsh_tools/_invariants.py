@@ -33,10 +33,20 @@ class PipelineInvariants:
     ``ToolResult``.
 
     Example:
+        >>> import trio
+        >>> from dsh_tools import ToolCall, ToolRuntime, tool
+        >>> @tool
+        ... async def ping() -> str:
+        ...     '''Answer pong.'''
+        ...     return "pong"
+        >>> runtime = ToolRuntime()
         >>> invariants = PipelineInvariants()
-        >>> dispose = invariants.install(runtime)  # doctest: +SKIP
-        >>> ...  # run traffic
-        >>> assert invariants.violations == []  # doctest: +SKIP
+        >>> dispose = invariants.install(runtime)
+        >>> _ = runtime.register(ping)
+        >>> result = trio.run(runtime.execute, ToolCall(call_id="c1", name="ping"))
+        >>> result.value, invariants.violations
+        ('pong', [])
+        >>> dispose()
     """
 
     __slots__ = ("_seen", "violations")

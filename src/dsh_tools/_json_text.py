@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from typing import Final
 
 __all__ = ["describe_value", "parse_json_text"]
@@ -60,6 +61,12 @@ def parse_json_text(text: str) -> object:
         msg, pos = _first_duplicate(text)
     except RecursionError:
         msg, pos = "nesting too deep", 0
+    except json.JSONDecodeError:
+        raise
+    except ValueError:
+        # The one other ValueError the parser raises: an integer with more digits than
+        # Python converts (sys.get_int_max_str_digits()).
+        msg, pos = "integer too long", _first_long_integer(text)
     raise json.JSONDecodeError(msg, text, pos) from None
 
 
@@ -88,6 +95,21 @@ def _first_constant(text: str, name: str) -> int:
         if token[0] in "-NI" and text.startswith(name, pos):
             return pos
     return 0  # pragma: no cover - the parser met the constant, so the scan meets it too
+
+
+def _first_long_integer(text: str) -> int:
+    # Outside strings, a run of digits is one number; it is an integer (converted with int(),
+    # which has the digit limit) unless a fraction or an exponent follows.
+    limit = sys.get_int_max_str_digits()
+    start = end = -1
+    for pos, token in (*_tokens(text), (len(text), " ")):
+        if token.isdigit() and pos == end:
+            end = pos + 1
+            continue
+        if start >= 0 and end - start > limit and token not in (".", "e", "E"):
+            return start - 1 if start and text[start - 1] == "-" else start
+        start, end = (pos, pos + 1) if token.isdigit() else (-1, -1)
+    return 0  # pragma: no cover - the parser met the integer, so the scan meets it too
 
 
 def _first_duplicate(text: str) -> tuple[str, int]:

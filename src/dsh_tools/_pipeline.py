@@ -22,6 +22,7 @@ from ._content import ImageContent, TextContent
 from ._decisions import UNSET, Accept, Allow, Ask, Block, Deny
 from ._definition import close_awaitable
 from ._errors import ErrorCode, ToolNotFoundError, ToolOutputError, normalize_message
+from ._exception_groups import is_cancellation
 from ._json import freeze_json
 from ._results import (
     ErrorInfo,
@@ -958,20 +959,3 @@ def cancelled_result(execution: ToolExecution, result: ToolResult | None = None)
     if state.stage0_error is not None:
         return state.stage0_error
     return aborted_result(state.body_started, state.deferred_contexts(), execution.abort._reason)
-
-
-def is_cancellation(exc: BaseException) -> bool:
-    """Whether ``exc`` is native cancellation: ``trio.Cancelled``, or a group holding one
-    and no non-``Exception`` other than ``Cancelled``."""
-    if isinstance(exc, trio.Cancelled):
-        return True
-    if isinstance(exc, Exception) or not isinstance(exc, BaseExceptionGroup):
-        return False
-    pending: list[BaseException] = [exc]
-    while pending:
-        current = pending.pop()
-        if isinstance(current, BaseExceptionGroup):
-            pending.extend(current.exceptions)
-        elif not isinstance(current, (Exception, trio.Cancelled)):
-            return False
-    return True

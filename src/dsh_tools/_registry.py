@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
     from ._scope import Scope
 
-__all__ = ["EVENTS", "Owner", "Registry", "Restriction"]
+__all__ = ["EVENTS", "Owner", "Registry", "Restriction", "check_callable", "is_async_callable"]
 
 logger = logging.getLogger("dsh_tools")
 
@@ -75,11 +75,15 @@ def check_callable(fn: object, method: str, *, sync: bool = False) -> None:
     """Registration checks for hooks, observers and guards."""
     if not callable(fn):
         raise TypeError(f"{method}() requires a callable")
-    if sync and (inspect.iscoroutinefunction(fn) or _is_async_callable_object(fn)):
+    if sync and is_async_callable(fn):
         raise TypeError(f"{method}() requires a synchronous callable")
 
 
-def _is_async_callable_object(fn: object) -> bool:
+def is_async_callable(fn: object) -> bool:
+    """Whether calling ``fn`` makes a coroutine: an ``async def`` (bound or not) or an object
+    whose class defines ``async def __call__``."""
+    if inspect.iscoroutinefunction(fn):
+        return True
     call = getattr(type(fn), "__call__", None)  # noqa: B004 - we want the class attribute
     return call is not None and inspect.iscoroutinefunction(call)
 

@@ -16,6 +16,7 @@ from ._convert import converter
 from ._define import Classifier, FinalizeContent, build_validating_tool
 from ._definition import Output, ToolDefinition
 from ._errors import ToolArgsError, ToolOutputError, normalize_message
+from ._exception_groups import leaves
 from ._json import FrozenDict, freeze_json
 
 if TYPE_CHECKING:
@@ -317,17 +318,7 @@ def _structure(value: object, annotation: Any) -> object:
 def _structure_message(exc: Exception) -> str:
     # cattrs reports failures inside attrs classes and containers as exception groups whose
     # own text ("While structuring X (1 sub-exception)") says nothing; the leaves do.
-    if not isinstance(exc, BaseExceptionGroup):
-        return normalize_message(exc)
-    leaves: list[BaseException] = []
-    stack: list[BaseException] = [exc]
-    while stack:
-        e = stack.pop()
-        if isinstance(e, BaseExceptionGroup):
-            stack.extend(reversed(e.exceptions))
-        else:
-            leaves.append(e)
-    return "; ".join(normalize_message(e) for e in leaves)
+    return "; ".join(normalize_message(e) for e in leaves(exc))
 
 
 # What a tool may return that is already JSON: such a value, once frozen, is what the

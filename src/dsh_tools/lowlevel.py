@@ -30,6 +30,7 @@ tells a driver the result of one that is finished (for example when a result obs
 ``KeyboardInterrupt`` out of :func:`finish`), so that it can record it instead.
 """
 
+from ._exception_groups import leaves as exception_leaves
 from ._lane import Lane, LaneClient, LaneStatistics
 from ._pipeline import (
     NeedsFinalize,
@@ -57,6 +58,7 @@ __all__ = [
     "create",
     "dispatch",
     "dispatch_in_abort_scope",
+    "exception_leaves",
     "finalize",
     "finish",
     "finished_result",

@@ -19,7 +19,7 @@ import trio
 from dsh_tools import ExecutionMode, ToolResult
 
 from .._calls import ModelToolCall
-from ._timeline import STATUS_TEXT, Status, arguments_text, result_status
+from .._timeline_rows import STATUS_TEXT, Status, arguments_text, result_status
 
 if TYPE_CHECKING:
     from collections.abc import Sequence

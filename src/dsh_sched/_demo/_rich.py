@@ -21,8 +21,8 @@ from rich.text import Text  # type: ignore[import-not-found, unused-ignore]
 
 from dsh_tools import ExecutionMode
 
+from .._timeline_rows import STATUS_TEXT, arguments_text
 from ._console import Board, CallView, DemoSettings, result_lines, summary_line
-from ._timeline import STATUS_TEXT, arguments_text
 
 if TYPE_CHECKING:
     from rich.console import RenderableType  # type: ignore[import-not-found, unused-ignore]

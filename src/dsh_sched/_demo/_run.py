@@ -20,11 +20,10 @@ from dsh_tools import Abort, ToolRuntime
 from .._batch import DEFAULT_MAX_PARALLEL, run_tool_calls
 from .._outcome import BatchOutcome
 from .._session_log import JsonlSessionLog
-from .._trace import TraceEvent, TraceRecorder
+from ..testing import TimelineRow, TraceEvent, TraceRecorder, render_timeline, timeline_rows
 from ._console import DemoConsole, DemoSettings, open_console
 from ._paths import SESSION_LOG_NAME, TIMELINE_NAME, check_paths, reported_as
 from ._script import demo_calls, demo_tools, protect_secrets, seed_workspace
-from ._timeline import TimelineRow, render_timeline, timeline_rows
 
 if TYPE_CHECKING:
     import os

@@ -1,213 +1,33 @@
-"""Recording a batch as a trace, and checking the scheduler's invariants on it (§12, §14)."""
+"""Checking the scheduler's invariants I1, I2 and I4–I12 on one batch's trace (§12, §14).
+
+The checker is pure: it reads the events a :class:`~dsh_sched.testing.TraceRecorder`
+recorded and reports every violated invariant at once.
+"""
 
 from __future__ import annotations
 
 import itertools
-from typing import TYPE_CHECKING, Final, Literal, TypeAlias, final
-
-import attrs
-import trio
+from typing import TYPE_CHECKING, Final, final
 
 from dsh_tools import (
     ABORTED,
     ABORTED_BEFORE_DISPATCH,
     ExecutionMode,
     ExecutionToken,
-    ToolDefinition,
     ToolResult,
 )
 
 from ._sinks import CallCommitted, CallStarted, ContextAccepted
+from ._trace_recorder import SINK_KINDS
 
 if TYPE_CHECKING:
     from collections.abc import Collection, Sequence
 
-    from dsh_tools import (
-        CallNext,
-        Disposer,
-        JsonValue,
-        PostDecision,
-        PreDecision,
-        ToolExecution,
-        ToolRunContext,
-        ToolRuntime,
-    )
-
     from ._outcome import BatchOutcome
-    from ._sinks import Sink
+    from ._trace_recorder import TraceEvent
 
-__all__ = ["TraceEvent", "TraceKind", "TraceRecorder", "check_trace"]
+__all__ = ["check_trace"]
 
-TraceKind: TypeAlias = Literal[
-    "call",
-    "result",
-    "context",
-    "pre_start",
-    "pre_end",
-    "post_start",
-    "post_end",
-    "body_start",
-    "body_end",
-    "observed",
-]
-
-_SINK_KINDS = frozenset({"call", "result", "context"})
-
-
-@final
-@attrs.frozen(kw_only=True)
-class TraceEvent:
-    """One thing that happened during a batch.
-
-    Attributes:
-        kind: ``call``, ``result``, ``context`` (sink events); ``pre_start``/``pre_end``,
-            ``post_start``/``post_end`` (hook spans), ``body_start``/``body_end`` (body
-            spans), ``observed`` (a result observer notification).
-        batch: The batch number for sink events; ``None`` for hook and body events.
-        index: The call's position for sink events; ``None`` for hook and body events.
-        token: The execution token (``None`` for synthetic calls); ties hook and body
-            events to the ``call`` event that carries the same token.
-        time: ``trio.current_time()`` when it was recorded.
-        detail: The sink event (``CallStarted``/``CallCommitted``/``ContextAccepted``),
-            the observed ``ToolResult``, or for ``body_end`` how the body ended
-            (``"returned"``, ``"raised"``, ``"cancelled"``); ``None`` otherwise.
-    """
-
-    kind: TraceKind
-    batch: int | None
-    index: int | None
-    token: ExecutionToken | None
-    time: float
-    detail: object = None
-
-
-@final
-class TraceRecorder:
-    """Records a batch's sink events, hook spans, body spans and result notifications.
-
-    Installs, on ``runtime``, one global pre-execute hook, one post-execute hook and one
-    result observer; register it before other hooks so that its spans are outermost. Use
-    it as the batch's sink: it records every event, then forwards it to ``sink``. Tool
-    bodies are recorded only for definitions passed through :meth:`instrument`.
-
-    Args:
-        runtime: The runtime to observe.
-        sink: A sink to forward every event to, after recording it.
-
-    Example:
-        >>> recorder = TraceRecorder(runtime)  # doctest: +SKIP
-        >>> runtime.register(recorder.instrument(my_tool))  # doctest: +SKIP
-        >>> outcome = await run_tool_calls(runtime, calls, sink=recorder)  # doctest: +SKIP
-        >>> check_trace(recorder.events, max_parallel=10, outcome=outcome)  # doctest: +SKIP
-    """
-
-    def __init__(self, runtime: ToolRuntime, *, sink: Sink | None = None) -> None:
-        self.events: list[TraceEvent] = []
-        self._sink = sink
-        self._tokens: dict[tuple[int, int], ExecutionToken] = {}
-        self._disposers: list[Disposer] = [
-            runtime.on_pre_execute(self._pre),
-            runtime.on_post_execute(self._post),
-            runtime.on_result(self._observed),
-        ]
-
-    def close(self) -> None:
-        """Remove the recorder's hooks from the runtime (idempotent)."""
-        for dispose in reversed(self._disposers):
-            dispose()
-
-    def _record(
-        self,
-        kind: TraceKind,
-        token: ExecutionToken | None,
-        detail: object = None,
-        *,
-        batch: int | None = None,
-        index: int | None = None,
-    ) -> None:
-        self.events.append(
-            TraceEvent(
-                kind=kind,
-                batch=batch,
-                index=index,
-                token=token,
-                time=trio.current_time(),
-                detail=detail,
-            )
-        )
-
-    async def _pre(self, execution: ToolExecution, call_next: CallNext[PreDecision]) -> PreDecision:
-        self._record("pre_start", execution.token)
-        try:
-            return await call_next()
-        finally:
-            self._record("pre_end", execution.token)
-
-    async def _post(
-        self, execution: ToolExecution, result: ToolResult, call_next: CallNext[PostDecision]
-    ) -> PostDecision:
-        self._record("post_start", execution.token)
-        try:
-            return await call_next()
-        finally:
-            self._record("post_end", execution.token)
-
-    def _observed(self, execution: ToolExecution, result: ToolResult) -> None:
-        self._record("observed", execution.token, result)
-
-    def instrument(self, defn: ToolDefinition) -> ToolDefinition:
-        """Return a copy of ``defn`` whose body records ``body_start`` and ``body_end``.
-
-        Args:
-            defn: The definition to copy.
-
-        Returns:
-            A new definition, identical except for its ``execute``.
-        """
-        original = defn.execute
-        record = self._record
-
-        async def execute(args: JsonValue, ctx: ToolRunContext) -> object:
-            token = ctx.token
-            record("body_start", token)
-            ending = "raised"
-            try:
-                value = await original(args, ctx)
-            except trio.Cancelled:
-                ending = "cancelled"
-                raise
-            else:
-                ending = "returned"
-            finally:
-                record("body_end", token, ending)
-            return value
-
-        copy: ToolDefinition = attrs.evolve(defn, execute=execute)
-        return copy
-
-    def on_call(self, event: CallStarted) -> None:
-        """Record a ``call`` event, then forward it."""
-        if event.token is not None:
-            self._tokens[event.batch, event.index] = event.token
-        self._record("call", event.token, event, batch=event.batch, index=event.index)
-        if self._sink is not None:
-            self._sink.on_call(event)
-
-    def on_result(self, event: CallCommitted) -> None:
-        """Record a ``result`` event (with the token of its ``call``), then forward it."""
-        token = self._tokens.pop((event.batch, event.index), None)
-        self._record("result", token, event, batch=event.batch, index=event.index)
-        if self._sink is not None:
-            self._sink.on_result(event)
-
-    def on_context(self, event: ContextAccepted) -> None:
-        """Record a ``context`` event, then forward it."""
-        self._record("context", None, event, batch=event.batch, index=event.index)
-        if self._sink is not None:
-            self._sink.on_context(event)
-
-
-# -- the checker ------------------------------------------------------------------------
 
 _Span = tuple[int, int]  # positions in the event list; an open span ends at len(events)
 
@@ -259,7 +79,7 @@ class _Checker:
     # -- indexing ---------------------------------------------------------------------
 
     def index_events(self) -> None:
-        batches = {e.batch for e in self.events if e.kind in _SINK_KINDS}
+        batches = {e.batch for e in self.events if e.kind in SINK_KINDS}
         if len(batches) > 1:
             raise ValueError(
                 f"check_trace checks one batch; these events come from batches "
@@ -281,7 +101,7 @@ class _Checker:
         # (nested batches, direct execute() calls inside bodies) are not this batch's.
         open_spans: dict[tuple[str, ExecutionToken], list[int]] = {}
         for pos, e in enumerate(self.events):
-            if e.token is None or e.kind in _SINK_KINDS:
+            if e.token is None or e.kind in SINK_KINDS:
                 continue
             index = self.token_index.get(e.token)
             if index is None:

@@ -1,0 +1,189 @@
+"""The batch timeline's data: trace events in, one :class:`TimelineRow` per call out (pure).
+
+Nothing here does I/O or reads a clock: :func:`timeline_rows` folds the events a
+:class:`~dsh_sched.testing.TraceRecorder` recorded for one batch into one row per call, and
+:func:`~dsh_sched.testing.render_timeline` (``_timeline_svg``) draws those rows.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Literal, TypeAlias, final
+
+import attrs
+
+from dsh_tools import (
+    ABORTED,
+    ABORTED_BEFORE_DISPATCH,
+    TOOL_DENIED,
+    ExecutionMode,
+    ToolResult,
+    thaw_json,
+)
+
+from ._sinks import CallCommitted, CallStarted
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from ._calls import ModelToolCall
+    from ._trace_recorder import TraceEvent
+
+__all__ = [
+    "STATUS_TEXT",
+    "Status",
+    "TimelineRow",
+    "arguments_text",
+    "result_status",
+    "timeline_rows",
+]
+
+Status: TypeAlias = Literal[
+    "ok", "error", "denied", "aborted", "aborted_before_dispatch", "pending"
+]
+
+#: How each status is written out for people.
+STATUS_TEXT: dict[Status, str] = {
+    "ok": "ok",
+    "error": "error",
+    "denied": "denied",
+    "aborted": "aborted",
+    "aborted_before_dispatch": "aborted before dispatch",
+    "pending": "no result",
+}
+
+
+def result_status(result: ToolResult | None) -> Status:
+    """Classify a committed result for display, by its error code.
+
+    Args:
+        result: The committed result; ``None`` when the call never got one.
+
+    Returns:
+        ``ok``, ``error``, ``denied`` (``TOOL_DENIED``), ``aborted``,
+        ``aborted_before_dispatch`` or ``pending``.
+    """
+    if result is None:
+        return "pending"
+    error = result.error
+    if error is None:
+        return "ok"
+    code = error.info.code if error.info is not None else None
+    if code == ABORTED:
+        return "aborted"
+    if code == ABORTED_BEFORE_DISPATCH:
+        return "aborted_before_dispatch"
+    if code == TOOL_DENIED:
+        return "denied"
+    return "error"
+
+
+def arguments_text(call: ModelToolCall) -> str:
+    """The call's arguments on one line: the raw text as the model sent it, or compact JSON."""
+    raw = call.arguments
+    if isinstance(raw, str):
+        return " ".join(raw.split())
+    return json.dumps(thaw_json(raw), ensure_ascii=False, separators=(", ", ": "))
+
+
+@final
+@attrs.frozen(kw_only=True)
+class TimelineRow:
+    """One call of the batch as the timeline shows it; times are seconds from the origin.
+
+    Attributes:
+        index: Position in the batch (model order).
+        call_id: The model's call id.
+        name: The tool name.
+        arguments: The arguments on one line (:func:`arguments_text`).
+        mode: The mode the call started under; ``None`` for a synthetic call.
+        synthetic: Recorded by the scheduler without starting the call (scheduler.md §6).
+        started: When its ``on_call`` was reported.
+        body: ``(start, end)`` of its body span, or ``None`` if the body never ran.
+        committed: When its result was committed (``None``: no result was committed).
+        status: See :func:`result_status`.
+        summary: The result's first text block, on one line.
+    """
+
+    index: int
+    call_id: str
+    name: str
+    arguments: str
+    mode: ExecutionMode | None
+    synthetic: bool
+    started: float
+    body: tuple[float, float] | None
+    committed: float | None
+    status: Status
+    summary: str
+
+
+def _one_line(result: ToolResult | None) -> str:
+    # The first text block with its whitespace collapsed: JSON renders on one line.
+    if result is None:
+        return ""
+    for block in result.content:
+        text = getattr(block, "text", None)
+        if isinstance(text, str) and text.strip():
+            return " ".join(text.split())
+    return ""
+
+
+def timeline_rows(events: Iterable[TraceEvent], *, origin: float = 0.0) -> tuple[TimelineRow, ...]:
+    """Fold one batch's trace into one row per reported call, in model order.
+
+    Body spans are tied to their call through the execution token carried by its
+    ``on_call`` (scheduler.md §14); spans of other executions are ignored. A call retried
+    by a wrapper has several body spans: its row spans the first start to the last end.
+
+    Args:
+        events: What a ``TraceRecorder`` recorded for one batch.
+        origin: Subtracted from every time (e.g. when the batch was started).
+
+    Returns:
+        One :class:`TimelineRow` per call that has an ``on_call``, ordered by index.
+
+    Raises:
+        ValueError: The sink events come from more than one batch.
+    """
+    started: dict[int, tuple[float, CallStarted]] = {}
+    committed: dict[int, tuple[float, CallCommitted]] = {}
+    bodies: dict[object, list[float]] = {}
+    batches: set[int] = set()
+    for event in events:
+        detail = event.detail
+        if event.kind == "call" and isinstance(detail, CallStarted):
+            batches.add(detail.batch)
+            started.setdefault(detail.index, (event.time - origin, detail))
+        elif event.kind == "result" and isinstance(detail, CallCommitted):
+            batches.add(detail.batch)
+            committed.setdefault(detail.index, (event.time - origin, detail))
+        elif event.kind in ("body_start", "body_end") and event.token is not None:
+            bodies.setdefault(event.token, []).append(event.time - origin)
+    if len(batches) > 1:
+        raise ValueError(
+            f"a timeline shows one batch; these events come from batches {sorted(batches)}"
+        )
+    rows = []
+    for index in sorted(started):
+        at, call = started[index]
+        times = bodies.get(call.token) if call.token is not None else None
+        body = (min(times), max(times)) if times else None
+        done = committed.get(index)
+        result = done[1].result if done is not None else None
+        rows.append(
+            TimelineRow(
+                index=index,
+                call_id=call.call.call_id,
+                name=call.call.name,
+                arguments=arguments_text(call.call),
+                mode=call.mode,
+                synthetic=call.synthetic,
+                started=at,
+                body=body,
+                committed=done[0] if done is not None else None,
+                status=result_status(result),
+                summary=_one_line(result),
+            )
+        )
+    return tuple(rows)
