@@ -8,8 +8,7 @@ with the asyncio side through events rather than sleeps wherever an ordering is 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Coroutine
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import pytest
 import trio
@@ -18,11 +17,14 @@ from dsh_sched import ModelToolCall
 from dsh_tools import JsonValue, ToolDefinition, ToolRunContext, ToolRuntime
 from tests.helpers import make_echo, raw_tool
 
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable, Coroutine
+
 __all__ = [
     "HOSTS",
     "Sleeper",
-    "echo_runtime",
     "echo_calls",
+    "echo_runtime",
     "run_host",
     "slow_calls",
 ]
@@ -118,5 +120,5 @@ async def collect(awaitable: Awaitable[_T]) -> tuple[_T | None, BaseException | 
     """Await and return ``(value, None)`` or ``(None, exception)``, cancellation included."""
     try:
         return await awaitable, None
-    except BaseException as exc:  # noqa: BLE001 - the test inspects whatever came out
+    except BaseException as exc:
         return None, exc

@@ -6,9 +6,10 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import inspect
-from typing import Any
+from typing import Any, cast
 
 import anyio
+import anyio.lowlevel
 import pytest
 import sniffio
 import trio
@@ -21,6 +22,7 @@ from dsh_tools import (
     Abort,
     ExecutionToken,
     JsonValue,
+    ToolResult,
     ToolRunContext,
     ToolRuntime,
     define_tool,
@@ -45,6 +47,13 @@ IN_TRIO = (
 )
 NO_LOOP = "dsh_sched.aio needs a running asyncio event loop"
 RUN_ON_ASYNCIO = "run_on_asyncio() must be called from trio code running in a dsh_sched.aio portal"
+
+
+def code_of(result: ToolResult) -> str:
+    """The error code of a failed result."""
+    assert result.error is not None, result
+    assert result.error.info is not None, result
+    return result.error.info.code
 
 
 def _event_kinds(sink: RecordingSink) -> list[tuple[str, int]]:
@@ -145,7 +154,7 @@ def test_y003_concurrent_callers_overlap_in_one_trio_run() -> None:
     async def body(args: JsonValue, ctx: ToolRunContext) -> object:
         nonlocal running
         roots.add(trio.lowlevel.current_root_task())
-        if args["n"] >= 0:  # type: ignore[index,operator]
+        if args["n"] >= 0:
             running += 1
             if running == 10:
                 all_running.set()
@@ -198,7 +207,7 @@ def test_y004_y019_task_cancel_drains_before_cancelled_error(host: str) -> None:
     assert isinstance(exc, asyncio.CancelledError)
     assert sleeper.steps == ["start"] * 5 + ["cleanup done"] * 5 + ["caller saw CancelledError"]
     committed = [e for e in sink.events if isinstance(e, CallCommitted)]
-    assert [e.result.error.info.code for e in committed if e.result.error] == [ABORTED] * 5
+    assert [code_of(e.result) for e in committed] == [ABORTED] * 5
 
 
 def test_y005_asyncio_timeout_becomes_timeout_error_after_the_cleanups() -> None:
@@ -266,7 +275,7 @@ def test_y007_abort_from_asyncio_returns_the_outcome() -> None:
 
     outcome = run_host(main)
     assert outcome.aborted
-    assert [c.result.error.info.code for c in outcome.results if c.result.error] == [ABORTED] * 2
+    assert [code_of(c.result) for c in outcome.results] == [ABORTED] * 2
 
 
 def test_y004_cancel_after_the_batch_finished_discards_the_outcome() -> None:
@@ -293,6 +302,30 @@ def test_y004_cancel_after_the_batch_finished_discards_the_outcome() -> None:
         return exc
 
     assert isinstance(run_host(main), asyncio.CancelledError)
+
+
+def test_y004_cancel_arriving_as_the_batch_finishes() -> None:
+    """Y-004 (I§3.2 item 3): the caller cancelled in the same step as the trio side
+    finishes: ``CancelledError``, and the batch is complete (nothing left running)."""
+    runtime = ToolRuntime()
+    caller: list[asyncio.Task[Any]] = []
+
+    async def body(args: JsonValue, ctx: ToolRunContext) -> object:
+        caller[0].cancel()  # a sync asyncio call from trio code: allowed across
+        return "done"
+
+    runtime.register(raw_tool("t", body))
+    sink = RecordingSink()
+
+    async def main() -> BaseException | None:
+        calls = [ModelToolCall(call_id="c", name="t", arguments="")]
+        caller.append(asyncio.create_task(aio.run_tool_calls(runtime, calls, sink=sink)))
+        _, exc = await collect(caller[0])
+        return exc
+
+    assert isinstance(run_host(main), asyncio.CancelledError)
+    committed = [e for e in sink.events if isinstance(e, CallCommitted)]
+    assert [text_of(e.result) for e in committed] == ["done"]
 
 
 def test_y014_a_sink_failure_reaches_the_caller_as_the_same_object() -> None:
@@ -377,11 +410,12 @@ def test_y009_awaited_by_a_tool_body_running_in_a_portal() -> None:
     """Y-009: a tool body (trio code in the portal) awaiting the bridge gets the error."""
     runtime = echo_runtime()
     errors: list[str] = []
+    portals: list[aio.Portal] = []
 
     async def body(args: JsonValue, ctx: ToolRunContext) -> object:
         for attempt in (
             lambda: aio.run_tool_calls(runtime, echo_calls("a")),
-            lambda: portal.run(trio.sleep, 0),
+            lambda: portals[0].run(trio.sleep, 0),
         ):
             try:
                 await attempt()
@@ -392,14 +426,13 @@ def test_y009_awaited_by_a_tool_body_running_in_a_portal() -> None:
     runtime.register(raw_tool("nested", body))
 
     async def main() -> str:
-        nonlocal portal
         async with aio.portal() as portal:
+            portals.append(portal)
             outcome = await aio.run_tool_calls(
                 runtime, [ModelToolCall(call_id="n", name="nested", arguments="{}")]
             )
         return text_of(outcome.results[0].result)
 
-    portal: aio.Portal
     assert run_host(main) == "done"
     assert errors == [IN_TRIO, IN_TRIO]
 
@@ -411,7 +444,7 @@ def test_y010_no_running_loop() -> None:
         coro.send(None)
     enter = aio.portal().__aenter__()
     with pytest.raises(RuntimeError, match=exactly(NO_LOOP)):
-        enter.send(None)  # type: ignore[attr-defined]
+        enter.send(None)
     assert not trio.lowlevel.in_trio_run()
 
 
@@ -482,7 +515,7 @@ def test_y015_aio_tool_under_tool_keeps_the_schema_and_runs_on_asyncio() -> None
     plain = tool(name="fetch")(_fetch_plain)
     runtime = ToolRuntime()
     runtime.register(fetch)
-    assert runtime.schemas() == [s for s in _schemas_of(plain)]
+    assert runtime.schemas() == list(_schemas_of(plain))
 
     async def main() -> dsh_sched.BatchOutcome:
         calls = [ModelToolCall(call_id="f", name="fetch", arguments={"url": "ab", "times": 2})]
@@ -543,8 +576,7 @@ def test_y016_abort_cancels_an_asyncio_body_after_its_cleanup() -> None:
 
     outcome = run_host(main)
     assert steps == ["cleanup"]
-    assert outcome.results[0].result.error is not None
-    assert outcome.results[0].result.error.info.code == ABORTED
+    assert code_of(outcome.results[0].result) == ABORTED
 
 
 def test_y016_timeout_policy_deadline_on_an_asyncio_body() -> None:
@@ -562,8 +594,7 @@ def test_y016_timeout_policy_deadline_on_an_asyncio_body() -> None:
         return await aio.run_tool_calls(runtime, calls)
 
     result = run_host(main).results[0].result
-    assert result.error is not None
-    assert result.error.info.code == TOOL_TIMEOUT
+    assert code_of(result) == TOOL_TIMEOUT
 
 
 def test_y016_asyncio_body_swallowing_cancellation_is_aborted_by_check_e() -> None:
@@ -592,8 +623,7 @@ def test_y016_asyncio_body_swallowing_cancellation_is_aborted_by_check_e() -> No
 
     result = run_host(main).results[0].result
     assert returned == ["swallowed"]
-    assert result.error is not None
-    assert result.error.info.code == ABORTED
+    assert code_of(result) == ABORTED
 
 
 def test_y016_asyncio_body_raising_during_cancellation_is_its_result() -> None:
@@ -630,7 +660,7 @@ def test_y016_asyncio_body_errors_and_context_members() -> None:
     async def body(args: JsonValue, ctx: ToolRunContext) -> str:
         assert request_id.get() == "from asyncio caller"
         ctx.conclude_turn()
-        if args["fail"]:  # type: ignore[index]
+        if args["fail"]:
             raise ValueError("asyncio body failed")
         return ctx.call_id
 
@@ -666,7 +696,7 @@ def test_y016_asyncio_task_cancelled_by_asyncio_code_is_an_error() -> None:
 
     async def trio_side() -> None:
         try:
-            await wrapped({}, None)
+            await wrapped({}, cast("ToolRunContext", None))
         except RuntimeError as exc:
             found.append(str(exc))
 
@@ -684,7 +714,7 @@ def test_y017_aio_tool_and_run_on_asyncio_misuse() -> None:
     """Y-017: ``aio_tool`` of a sync function; an ``aio_tool`` body and ``run_on_asyncio``
     under plain ``trio.run``."""
     with pytest.raises(TypeError, match=exactly("aio_tool() requires an async function")):
-        aio.aio_tool(lambda a, c: 1)
+        aio.aio_tool(lambda a, c: 1)  # type: ignore[type-var]
 
     async def body(args: JsonValue, ctx: ToolRunContext) -> str:
         return "never"  # pragma: no cover
@@ -728,7 +758,7 @@ def test_y022_anyio_and_sniffio_on_both_sides() -> None:
         async with anyio.create_task_group() as group:
             group.start_soon(batch)
             group.start_soon(batch)
-            await anyio.sleep(0)
+            await anyio.lowlevel.checkpoint()
             libraries.append(sniffio.current_async_library())
 
     run_host(main)

@@ -108,22 +108,25 @@ def portal_for(loop: asyncio.AbstractEventLoop) -> tuple[Portal, bool]:
 class _Call(Generic[_T]):
     """One piece of trio work requested from asyncio, and what became of it."""
 
-    __slots__ = ("error", "finished", "scope", "value", "waiter")
+    __slots__ = ("error", "finished", "pending", "scope", "value", "waiter")
 
-    def __init__(self) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop, pending: set[_Call[Any]]) -> None:
         self.scope = trio.CancelScope()
-        self.waiter: asyncio.Future[None] | None = None
+        # The asyncio side awaits this; a cancellation of that task cancels it, and the
+        # asyncio side then waits on a fresh one (see Portal._submit).
+        self.waiter: asyncio.Future[None] = loop.create_future()
         self.finished = False
         self.value: _T | None = None
-        # A trio cancellation that did not come from this call's own scope is recorded as
-        # None and resolved when the run ends (asyncio shutdown, or the portal died).
         self.error: BaseException | None = None
+        # The portal's unfinished calls, which a run that ends answers (Portal._run_ended).
+        self.pending = pending
+        pending.add(self)
 
     def finish(self) -> None:
         self.finished = True
-        waiter = self.waiter
-        if waiter is not None and not waiter.done():
-            waiter.set_result(None)
+        self.pending.discard(self)
+        if not self.waiter.done():
+            self.waiter.set_result(None)
 
 
 @final
@@ -223,32 +226,27 @@ class Portal:
                 call.error = exc
         if call.error is not None and is_cancellation(call.error):
             if not call.scope.cancel_called:
-                # The portal's nursery was cancelled (asyncio shutdown, or the run is
-                # failing): _run_ended decides what the caller gets.
+                # The portal's nursery was cancelled (the keeper, or a failing run):
+                # _run_ended answers the caller once the run is over.
                 return
-            call.error = asyncio.CancelledError()
+            # Only the caller cancels this scope, and it knows it did.
+            call.error = None
         call.finish()
 
     def _run_ended(self, result: outcome.Outcome[None]) -> None:
         # Called by trio on the loop's thread once the guest run is over.
-        if current_portal() is self:
-            _threads.portal = None
+        _threads.portal = None  # only one run per thread: this one
         self.closed = True
         run_error = result.error if isinstance(result, outcome.Error) else None
         if run_error is not None:
             _log.error("dsh_sched.aio portal's trio run failed", exc_info=run_error)
-        for call in self._pending:
-            if call.finished:
-                continue
-            if self._stopped_by_us:
-                call.error = asyncio.CancelledError()
-            else:
-                stopped = RuntimeError(E_STOPPED)
-                stopped.__cause__ = run_error
-                call.error = stopped
+        for call in list(self._pending):
+            # Work cut short by the keeper (a caller whose own task was not cancelled), or
+            # by a run that ended by itself.
+            stopped = RuntimeError(E_CLOSED if self._stopped_by_us else E_STOPPED)
+            stopped.__cause__ = run_error
+            call.error = stopped
             call.finish()
-        if not self._ready.done():
-            self._ready.set_result(None)
         self._ended.set_result(None)
 
     # -- the asyncio side ------------------------------------------------------------------
@@ -279,40 +277,39 @@ class Portal:
     async def _submit(self, fn: Callable[..., Awaitable[_T]], args: tuple[object, ...]) -> _T:
         """Run ``fn(*args)`` as a task of the portal and deliver its end to the caller."""
         if not self._ready.done():
+            # The first call on a new portal: the run's main task opens the nursery soon.
             await asyncio.shield(self._ready)
         if self.closed:
             raise RuntimeError(E_CLOSED)
         nursery = self._nursery
         assert nursery is not None
-        call: _Call[_T] = _Call()
-        self._pending.add(call)
-        try:
-            # Spawned from here, the trio task runs in a copy of this asyncio task's context.
-            nursery.start_soon(self._serve, call, fn, args, name=fn)
-            cancelled: asyncio.CancelledError | None = None
-            while not call.finished:
-                waiter = self.loop.create_future()
-                call.waiter = waiter
-                try:
-                    await waiter
-                except asyncio.CancelledError as exc:
-                    # Cancel the trio side and keep waiting: the caller hears of the
-                    # cancellation only once the trio task has drained.
-                    if cancelled is None:
-                        cancelled = exc
-                    call.scope.cancel()
-        finally:
-            self._pending.discard(call)
+        loop = self.loop
+        call: _Call[_T] = _Call(loop, self._pending)
+        # Spawned from here, the trio task runs in a copy of this asyncio task's context.
+        nursery.start_soon(self._serve, call, fn, args, name=fn)
+        cancelled: asyncio.CancelledError | None = None
+        while True:
+            try:
+                await call.waiter
+            except asyncio.CancelledError as exc:
+                # Cancel the trio side and keep waiting: the caller hears of the
+                # cancellation only once the trio task has drained.
+                if cancelled is None:
+                    cancelled = exc
+                call.scope.cancel()
+            if call.finished:
+                break
+            call.waiter = loop.create_future()
         error = call.error
-        if error is not None and not isinstance(error, asyncio.CancelledError):
+        if error is not None:
+            # An error of the trio side wins over the caller's cancellation (I§3.2 item 3).
             try:
                 raise error
             finally:
                 del error, call
         if cancelled is not None:
+            # Also when the work had already finished: its value is discarded.
             raise cancelled
-        if error is not None:
-            raise error
         return call.value  # type: ignore[return-value]
 
     async def run(self, fn: Callable[[*_Ts], Awaitable[_T]], *args: *_Ts) -> _T:
@@ -335,20 +332,19 @@ class Portal:
             BaseException: Whatever ``fn`` raised, the same object.
         """
         loop = check_host()
-        if loop is not self.loop:
+        if loop is not self.loop and not self.closed:
             raise RuntimeError(E_OTHER_LOOP)
-        if self.closed:
-            raise RuntimeError(E_CLOSED)
         return await self._submit(fn, args)
 
 
 async def _drain(future: asyncio.Future[Any]) -> None:
-    """Wait for ``future`` however often the waiting task is cancelled meanwhile; then
-    re-raise the first cancellation, if there was one."""
+    """Wait for ``future`` to be done (its result is not looked at) however often the
+    waiting task is cancelled meanwhile; then re-raise the first cancellation, if any."""
     cancelled: asyncio.CancelledError | None = None
     while not future.done():
         try:
-            await asyncio.shield(future)
+            # asyncio.wait never cancels what it waits for.
+            await asyncio.wait((future,))
         except asyncio.CancelledError as exc:
             if cancelled is None:
                 cancelled = exc
