@@ -14,10 +14,12 @@ from pathlib import Path
 
 TESTS = Path(__file__).resolve().parent
 SPEC = TESTS.parent.parent / "shared" / "spec" / "conformance.md"
+#: Conformance tables outside conformance.md (integrations §5: groups A, Y, X).
+INTEGRATIONS_SPEC = SPEC.with_name("integrations.md")
 OUTPUT = TESTS / "CONFORMANCE.md"
 
 #: The groups this release implements (``L``, Code Mode, is planned for later).
-GROUPS = "RVMPCJHTIS"
+GROUPS = "RVMPCJHTISY"
 _ID_IN_SPEC = re.compile(r"^\| ([A-Z])-(\d{3}) \|", re.MULTILINE)
 _ID_IN_NAME = re.compile(r"(?<![a-z])([a-z])(\d{3})(?=_|$)")
 _ID_IN_DOC = re.compile(r"\b([A-Z])-(\d{3})\b")
@@ -28,7 +30,7 @@ NOT_APPLICABLE: dict[str, str] = {}
 
 def spec_ids() -> list[str]:
     """Every ID of the implemented groups, in the specification's order."""
-    text = SPEC.read_text(encoding="utf-8")
+    text = SPEC.read_text(encoding="utf-8") + INTEGRATIONS_SPEC.read_text(encoding="utf-8")
     return [f"{g}-{n}" for g, n in _ID_IN_SPEC.findall(text) if g in GROUPS]
 
 

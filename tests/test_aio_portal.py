@@ -475,9 +475,13 @@ async def _root_task() -> object:
 
 
 def test_y021_importing_the_bridge_starts_nothing() -> None:
-    """Y-021: ``import dsh_sched.aio`` creates no task, no trio run and no loop."""
+    """Y-021: ``import dsh_sched.aio`` creates no task, no trio run and no loop; importing
+    ``dsh_sched`` does not import the bridge (integrations §1)."""
     result = _python(
         """
+        import sys
+        import dsh_sched, dsh_tools
+        assert "dsh_sched.aio" not in sys.modules
         import asyncio, threading, trio
         import dsh_sched.aio
         assert not trio.lowlevel.in_trio_run()

@@ -7,9 +7,19 @@ import typing
 from pathlib import Path
 
 import dsh_sched
+import dsh_sched.aio
 import dsh_sched.testing
+import dsh_tools
 
 SRC = Path(dsh_sched.__file__).parent
+TOOLS_SRC = Path(dsh_tools.__file__).parent
+
+#: The only modules of src/ that may import asyncio (README "Layering", integrations §1):
+#: the asyncio bridge. Code Mode's program runtimes join this list when they land.
+ASYNCIO_ALLOWED = {
+    "dsh_sched/_aio_portal.py",
+    "dsh_sched/_aio_calls.py",
+}
 
 
 def test_dsh_sched_all_is_pinned() -> None:
@@ -41,6 +51,20 @@ def test_dsh_sched_testing_all_is_pinned() -> None:
     assert sorted(dsh_sched.testing.__all__) == ["TraceEvent", "TraceRecorder", "check_trace"]
 
 
+def test_dsh_sched_aio_all_is_pinned() -> None:
+    """integrations §1: the bridge's public names."""
+    assert sorted(dsh_sched.aio.__all__) == [
+        "Portal",
+        "aio_tool",
+        "portal",
+        "run_on_asyncio",
+        "run_tool_calls",
+    ]
+    assert getattr(dsh_sched.aio.Portal, "__final__", False)
+    for name in dsh_sched.aio.__all__:
+        assert (getattr(dsh_sched.aio, name).__doc__ or "").strip(), name
+
+
 def test_public_concrete_classes_are_final() -> None:
     for name in (
         "Batch",
@@ -61,7 +85,7 @@ def test_public_concrete_classes_are_final() -> None:
 
 
 def test_init_modules_only_re_export() -> None:
-    for path in (SRC / "__init__.py", SRC / "testing.py"):
+    for path in (SRC / "__init__.py", SRC / "testing.py", SRC / "aio.py"):
         tree = ast.parse(path.read_text())
         defined = [n for n in tree.body if isinstance(n, ast.ClassDef)]
         assert defined == [], path
@@ -88,6 +112,17 @@ def test_dsh_sched_uses_only_public_dsh_tools_names_and_never_execute() -> None:
                 assert all(not n.startswith("_") for n in names), (path, names)
                 public = dsh_tools_public(module)
                 assert set(names) <= public, (path, set(names) - public)
+
+
+def test_only_the_asyncio_bridge_imports_asyncio() -> None:
+    """README "Layering": every module of both packages, checked against ASYNCIO_ALLOWED."""
+    importers = set()
+    for package in (SRC, TOOLS_SRC):
+        for path in package.rglob("*.py"):
+            if any(m == "asyncio" or m.startswith("asyncio.") for m, _ in _imports(path)):
+                importers.add(path.relative_to(package.parent).as_posix())
+    assert importers <= ASYNCIO_ALLOWED, importers - ASYNCIO_ALLOWED
+    assert importers, "the walk found no module at all: the paths are wrong"
 
 
 def dsh_tools_public(module: str) -> set[str]:
