@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Final
 
 import attrs
 
-from . import abort, makespan, memory, overhead, streaming
+from . import abort, aio, makespan, memory, overhead, streaming
 from ._harness import HEAP_CONDITIONS, HeapMode, environment, markdown_table
 
 if TYPE_CHECKING:
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 
 __all__ = ["FULL", "QUICK", "Plan", "main"]
 
-SCENARIOS: Final = ("overhead", "gc", "memory", "makespan", "abort", "streaming")
+SCENARIOS: Final = ("overhead", "gc", "memory", "makespan", "abort", "streaming", "aio")
 
 
 @attrs.frozen(kw_only=True)
@@ -53,6 +53,10 @@ class Plan:
     stream_batch: int
     stream_every: int
     stream_max_parallel: int
+    aio_inner: int = 200  # 1-call batches per sample (Y-P1)
+    aio_n: int = 1000  # calls per large batch (Y-P2, Y-P3)
+    aio_callers: int = 10  # concurrent asyncio callers (Y-P3)
+    aio_repeats: int = 15
 
 
 FULL: Final = Plan(
@@ -91,6 +95,8 @@ QUICK: Final = Plan(
     stream_batch=10_000,
     stream_every=10_000,
     stream_max_parallel=10,
+    aio_inner=50,
+    aio_repeats=3,
 )
 
 
@@ -247,6 +253,17 @@ def run_scenarios(
             latency = abort.measure(plan.abort_ns, repeats=plan.abort_repeats, progress=progress)
             body = abort.report(latency, plan.abort_ns)
             title = "Abort latency"
+        elif scenario == "aio":
+            bridge = aio.measure(
+                inner=plan.aio_inner,
+                n=plan.aio_n,
+                callers=plan.aio_callers,
+                repeats=plan.aio_repeats,
+                hosts=aio.available_hosts(),
+                progress=progress,
+            )
+            body = aio.report(bridge)
+            title = "The asyncio bridge (dsh_sched.aio)"
         else:
             stream = streaming.measure_in_child(
                 plan.stream_total,
