@@ -4,6 +4,7 @@ the explicit ``async with portal()`` form, stale and foreign runs."""
 from __future__ import annotations
 
 import asyncio
+import signal
 import subprocess
 import sys
 import textwrap
@@ -105,6 +106,43 @@ def test_keeper_cancels_work_still_running_at_shutdown() -> None:
 async def _set_then(event: asyncio.Event, call_next: Any) -> Any:
     event.set()
     return await call_next()
+
+
+def test_ctrl_c_under_asyncio_run_drains_the_batch() -> None:
+    """I§3.1 item 1: SIGINT stays asyncio's: ``asyncio.run`` turns it into a cancellation of
+    its main task, which drains the batch (cleanups done, results recorded) before
+    ``KeyboardInterrupt`` leaves ``asyncio.run``."""
+    steps: list[str] = []
+    sink = dsh_sched.RecordingSink()
+    runtime = echo_runtime()
+
+    async def body(args: Any, ctx: Any) -> object:
+        steps.append("start")
+        try:
+            await trio.sleep_forever()
+        finally:
+            with trio.CancelScope(shield=True):
+                await trio.sleep(0.01)
+                steps.append("cleanup done")
+
+    runtime.register(raw_tool("forever", body))
+    runtime.on_pre_execute(lambda execution, call_next: _set_then(started, call_next))
+    started = asyncio.Event()
+
+    async def main() -> None:
+        calls = [dsh_sched.ModelToolCall(call_id="f", name="forever", arguments="")]
+        batch = asyncio.create_task(aio.run_tool_calls(runtime, calls, sink=sink))
+        await started.wait()
+        signal.raise_signal(signal.SIGINT)
+        await batch
+
+    with pytest.raises(KeyboardInterrupt):
+        asyncio.run(main())
+    assert steps == ["start", "cleanup done"]
+    committed = [e for e in sink.events if isinstance(e, dsh_sched.CallCommitted)]
+    assert len(committed) == 1
+    assert committed[0].result.is_error
+    assert not trio.lowlevel.in_trio_run()
 
 
 def test_y011_hand_driven_loop_left_open_makes_the_thread_unusable() -> None:
