@@ -125,9 +125,9 @@ def test_ctrl_c_under_asyncio_run_drains_the_batch() -> None:
                 await trio.sleep(0.01)
                 steps.append("cleanup done")
 
+    started = asyncio.Event()
     runtime.register(raw_tool("forever", body))
     runtime.on_pre_execute(lambda execution, call_next: _set_then(started, call_next))
-    started = asyncio.Event()
 
     async def main() -> None:
         calls = [dsh_sched.ModelToolCall(call_id="f", name="forever", arguments="")]
