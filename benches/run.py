@@ -53,10 +53,10 @@ class Plan:
     stream_batch: int
     stream_every: int
     stream_max_parallel: int
-    aio_inner: int = 200  # 1-call batches per sample (Y-P1)
+    aio_inner: int = 100  # 1-call batches per sample (Y-P1)
     aio_n: int = 1000  # calls per large batch (Y-P2, Y-P3)
     aio_callers: int = 10  # concurrent asyncio callers (Y-P3)
-    aio_repeats: int = 15
+    aio_repeats: int = 31
 
 
 FULL: Final = Plan(
