@@ -6,6 +6,7 @@ user of ``dsh_tools`` would; nothing reaches into private state.
 
 from __future__ import annotations
 
+import argparse
 import itertools
 import re
 from collections.abc import Awaitable, Callable, Iterator
@@ -29,6 +30,7 @@ from dsh_tools import (
 __all__ = [
     "ECHO_PARAMETERS",
     "Body",
+    "assert_help_lists_each_command_on_one_line",
     "call",
     "deep_equal",
     "error_text",
@@ -184,3 +186,18 @@ def deep_equal(a: object, b: object, *, tuple_is_list: bool = True) -> bool:
         ):
             return False
     return True
+
+
+def assert_help_lists_each_command_on_one_line(parser: argparse.ArgumentParser) -> None:
+    """``--help`` in an 80-column terminal names every subcommand on one line with its help
+    (the caller sets ``COLUMNS=80``): no command missing, no help wrapped onto a second line."""
+    (commands,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    lines = parser.format_help().splitlines()
+    assert commands.choices, "the parser has no subcommands"
+    for name in commands.choices:
+        rows = [i for i, line in enumerate(lines) if line.startswith(f"    {name} ")]
+        assert len(rows) == 1, (name, lines)
+        row = lines[rows[0]]
+        assert row[4 + len(name) :].strip(), f"{name} has no help: {row!r}"
+        following = lines[rows[0] + 1] if rows[0] + 1 < len(lines) else ""
+        assert not following.startswith(" " * 5), f"{name}'s help wraps: {row!r} {following!r}"

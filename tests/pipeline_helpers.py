@@ -172,15 +172,34 @@ def failure(
     )
 
 
-def aborted(contexts: tuple[UserMessage, ...] = ()) -> ToolResult:
-    """The exact ``ABORTED`` result of runtime.md §8.1 (the body had started)."""
-    return failure(ABORTED_TEXT, ErrorInfo("AbortError", "ABORTED"), contexts)
+def _with_reason(text: str, reason: str | None) -> str:
+    return text if not reason else f"{text}: {reason}"
 
 
-def aborted_before_dispatch(contexts: tuple[UserMessage, ...] = ()) -> ToolResult:
-    """The exact ``ABORTED_BEFORE_DISPATCH`` result of runtime.md §8.1."""
+def aborted(contexts: tuple[UserMessage, ...] = (), *, reason: str | None = None) -> ToolResult:
+    """The exact ``ABORTED`` result of runtime.md §8.1 (the body had started), with the
+    ``Abort``'s ``reason`` appended when it is a non-empty ``str``."""
+    return failure(_with_reason(ABORTED_TEXT, reason), ErrorInfo("AbortError", "ABORTED"), contexts)
+
+
+def aborted_before_dispatch(
+    contexts: tuple[UserMessage, ...] = (), *, reason: str | None = None
+) -> ToolResult:
+    """The exact ``ABORTED_BEFORE_DISPATCH`` result of runtime.md §8.1, with ``reason``."""
     return failure(
-        ABORTED_BEFORE_TEXT, ErrorInfo("AbortError", "ABORTED_BEFORE_DISPATCH"), contexts
+        _with_reason(ABORTED_BEFORE_TEXT, reason),
+        ErrorInfo("AbortError", "ABORTED_BEFORE_DISPATCH"),
+        contexts,
+    )
+
+
+def denied(reason: str, contexts: tuple[UserMessage, ...] = ()) -> ToolResult:
+    """The exact denial result of runtime.md §7.2 step 7 (``TOOL_DENIED``)."""
+    return ToolResult(
+        is_error=True,
+        content=(TextContent(f"Error: {reason}"),),
+        error=ToolError(reason, ErrorInfo("ToolDeniedError", "TOOL_DENIED")),
+        additional_contexts=contexts,
     )
 
 

@@ -103,7 +103,7 @@ async def test_c028_one_abort_cancels_three_running_bodies() -> None:
         assert cancelled == []
         abort.abort("stop all")
     assert sorted(cancelled) == ["shared-0", "shared-1", "shared-2"]
-    assert results == [aborted()] * 3
+    assert results == [aborted(reason="stop all")] * 3
 
 
 async def test_c029_default_abort_is_fresh_and_execution_is_frozen() -> None:

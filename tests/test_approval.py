@@ -23,7 +23,7 @@ from dsh_tools import (
     ToolRuntime,
 )
 from tests.helpers import make_echo
-from tests.pipeline_helpers import failure, raw_tool, tool_call
+from tests.pipeline_helpers import denied, failure, raw_tool, tool_call
 
 
 class FakeApproval:
@@ -82,7 +82,7 @@ async def test_p006_ask_with_reason_and_no_service() -> None:
     """P-006: ``Ask("needs review")`` with no service denies with the reason."""
     traffic = _Traffic("needs review")
     result = await traffic.runtime.execute(tool_call())
-    assert result == failure("needs review")
+    assert result == denied("needs review")
     assert traffic.log == ["post"]
 
 
@@ -91,7 +91,7 @@ async def test_p006_no_service_wins_over_a_missing_scope() -> None:
     traffic = _Traffic("needs review")
     scope = traffic.runtime.open_scope()
     result = await traffic.runtime.execute(tool_call(scope=scope))
-    assert result == failure("needs review")
+    assert result == denied("needs review")
 
 
 async def test_p007_ask_without_reason_and_no_service() -> None:
@@ -100,9 +100,7 @@ async def test_p007_ask_without_reason_and_no_service() -> None:
     runtime.register(make_echo())
     runtime.on_pre_execute(_asking(None))
     result = await runtime.execute(tool_call())
-    assert result == failure('tool "echo" requires approval (not yet supported)')
-    assert result.error is not None
-    assert result.error.info is None
+    assert result == denied('tool "echo" requires approval (not yet supported)')
 
 
 async def test_p008_allowed_once_dispatches_with_an_exact_request() -> None:
@@ -132,7 +130,7 @@ async def test_p008_allowed_once_still_runs_the_guards() -> None:
     traffic.runtime.guard(lambda execution: "guard says no")
     scope = traffic.runtime.open_scope()
     result = await traffic.runtime.execute(tool_call(scope=scope))
-    assert result == failure("guard says no")
+    assert result == denied("guard says no")
     assert "body" not in traffic.log
     assert len(service.requests) == 1
 
@@ -156,7 +154,7 @@ async def test_p009_p010_p011_unsuccessful_outcomes(outcome: ApprovalOutcome, te
     scope = traffic.runtime.open_scope()
     call = tool_call(scope=scope)
     result = await traffic.runtime.execute(call)
-    assert result == failure(text)
+    assert result == denied(text)
     assert traffic.log == ["post"]
     assert len(service.requests) == 1
     assert not call.abort.aborted
@@ -167,7 +165,7 @@ async def test_p012_scope_less_ask_does_not_reach_the_service() -> None:
     service = FakeApproval(ApprovalOutcome.ALLOWED_ONCE)
     traffic = _Traffic(approval=service)
     result = await traffic.runtime.execute(tool_call())
-    assert result == failure(
+    assert result == denied(
         'tool "echo" requires approval, but the call has no scope to route it through'
     )
     assert service.requests == []
@@ -198,7 +196,7 @@ async def test_p014_approval_assigned_after_construction() -> None:
     traffic = _Traffic("needs review")
     scope = traffic.runtime.open_scope()
     before = await traffic.runtime.execute(tool_call(scope=scope))
-    assert before == failure("needs review")
+    assert before == denied("needs review")
 
     service = FakeApproval(ApprovalOutcome.ALLOWED_ONCE)
     traffic.runtime.approval = service
@@ -208,5 +206,5 @@ async def test_p014_approval_assigned_after_construction() -> None:
 
     traffic.runtime.approval = None
     again = await traffic.runtime.execute(tool_call(scope=scope))
-    assert again == failure("needs review")
+    assert again == denied("needs review")
     assert len(service.requests) == 1

@@ -10,6 +10,7 @@ autojump clock and assert exact virtual times.
 
 from __future__ import annotations
 
+import pickle
 from typing import Any
 
 import attrs
@@ -18,12 +19,15 @@ import trio
 import trio.testing
 
 from dsh_tools import (
+    TOOL_DENIED,
     Abort,
+    AbortError,
     Accept,
     Allow,
     ApprovalOutcome,
     ApprovalRequest,
     Ask,
+    Block,
     CallNext,
     Deny,
     ErrorInfo,
@@ -33,8 +37,10 @@ from dsh_tools import (
     JsonValue,
     PostDecision,
     PreDecision,
+    TextContent,
     ToolArgsError,
     ToolCall,
+    ToolError,
     ToolExecution,
     ToolResult,
     ToolRunContext,
@@ -47,6 +53,7 @@ from tests.pipeline_helpers import (
     aborted,
     aborted_before_dispatch,
     assignment_error,
+    denied,
     failing_nursery_body,
     failure,
     item_assignment_error,
@@ -64,7 +71,7 @@ async def execute_and_abort_when_blocked(runtime: ToolRuntime, call: ToolCall) -
     async with trio.open_nursery() as nursery:
         nursery.start_soon(run_into, runtime, call, results)
         await trio.testing.wait_all_tasks_blocked()
-        call.abort.abort("test")
+        call.abort.abort()
     [result] = results
     return result
 
@@ -190,7 +197,7 @@ async def test_c002_deny_after_the_abort_is_kept() -> None:
 
     runtime.on_pre_execute(pre)
     result = await execute_and_abort_when_blocked(runtime, tool_call())
-    assert result == failure("refused while stopping")
+    assert result == denied("refused while stopping")
     assert stages.log == ["post"]
 
 
@@ -272,7 +279,9 @@ async def test_c006_wrapper_short_circuits_with_a_success_after_the_abort() -> N
 
 
 async def test_c007_abort_while_wrapper_waits_after_the_body() -> None:
-    """C-007: check F after a successful body → ``ABORTED`` with the deferred context."""
+    """C-007: the body returned its success before the abort; a wrapper still running after
+    it does not turn it into ``ABORTED`` (a completed success, §8.3): the success is kept,
+    with the body's deferred context, and post-execute sees it."""
     stages = Stages()
     deferred = message("d")
 
@@ -291,15 +300,19 @@ async def test_c007_abort_while_wrapper_waits_after_the_body() -> None:
         return result
 
     runtime.wrap_execute(wrap)
-    result = await execute_and_abort_when_blocked(runtime, tool_call())
+    call = tool_call()
+    result = await execute_and_abort_when_blocked(runtime, call)
+    assert call.abort.aborted
+    expected = ToolResult(is_error=False, value="ok", content=[TextContent("ok")])
     assert [r.is_error for r in wrapper_saw] == [False]
-    assert result == aborted((deferred,))
-    assert stages.post_inputs == [aborted((deferred,))]
+    assert result == attrs.evolve(expected, additional_contexts=(deferred,))
+    assert stages.post_inputs == [attrs.evolve(expected, additional_contexts=(deferred,))]
     assert stages.log == ["body", "post"]
 
 
 async def test_c008_abort_while_post_hook_waits() -> None:
-    """C-008: check G: a success accepted after the abort → ``ABORTED`` with ``(d, p)``."""
+    """C-008: a completed success accepted by a post hook after the abort is kept, with the
+    contexts ``(d, p)`` (check G leaves a completed success alone)."""
     stages = Stages()
     deferred, from_post = message("d"), message("p")
 
@@ -316,8 +329,11 @@ async def test_c008_abort_while_post_hook_waits() -> None:
         return Accept(additional_contexts=(from_post,))
 
     runtime.on_post_execute(post)
-    result = await execute_and_abort_when_blocked(runtime, tool_call())
-    assert result == aborted((deferred, from_post))
+    call = tool_call()
+    result = await execute_and_abort_when_blocked(runtime, call)
+    assert call.abort.aborted
+    expected = ToolResult(is_error=False, value="ok", content=[TextContent("ok")])
+    assert result == attrs.evolve(expected, additional_contexts=(deferred, from_post))
     assert [r.is_error for r in stages.post_inputs] == [False]
 
 
@@ -472,7 +488,7 @@ async def test_c013_post_hook_after_an_abort_runs_with_the_callers_deadline(
         result = await runtime.execute(tool_call(abort=abort))
     assert caller_deadline == start + 100
     assert post_seen == [(True, caller_deadline, start + 1)]
-    assert result == aborted()
+    assert result == aborted(reason="stop")
     assert trio.current_time() == start + 1
 
 
@@ -534,7 +550,7 @@ async def test_c015_pre_fired_abort_runs_nothing(autojump_clock: trio.testing.Mo
     result = await runtime.execute(tool_call(arguments=arguments, abort=abort))
 
     assert trio.current_time() == start
-    assert result == aborted_before_dispatch()
+    assert result == aborted_before_dispatch(reason="before")
     assert stages.log == []
     assert len(observed.results) == 1
     assert observed.results[0] is result
@@ -625,8 +641,8 @@ async def test_c018_approval_cancelled_and_abort_fired() -> None:
     runtime.on_pre_execute(pre)
     runtime.wrap_execute(stages.wrap)
     result = await runtime.execute(tool_call(scope=runtime.open_scope()))
-    assert result == aborted_before_dispatch()
-    assert stages.post_inputs == [aborted_before_dispatch()]
+    assert result == aborted_before_dispatch(reason="user pressed stop")
+    assert stages.post_inputs == [aborted_before_dispatch(reason="user pressed stop")]
     assert stages.log == ["post"]
 
 
@@ -675,8 +691,8 @@ async def test_c019_body_that_fires_the_abort_and_returns() -> None:
 
     runtime = make_runtime(stages, body)
     result = await runtime.execute(tool_call())
-    assert result == aborted()
-    assert stages.post_inputs == [aborted()]
+    assert result == aborted(reason="self-inflicted")
+    assert stages.post_inputs == [aborted(reason="self-inflicted")]
 
 
 # -------------------------------------------------------- errors beat cancellation (C-020)
@@ -1084,7 +1100,7 @@ async def test_c030_caller_cancelled_during_post_on_an_error(
     runtime.on_post_execute(post)
     native = NativeCancel(runtime)
     caller = await native.run(tool_call())
-    expected = failure("no") if reason == "denial" else failure("exploded")
+    expected = denied("no") if reason == "denial" else failure("exploded")
     assert caller.cancelled_caught is True
     assert [type(exc) for exc in native.raised] == [trio.Cancelled]
     assert native.observed.results == [expected]
@@ -1201,3 +1217,164 @@ async def test_c034_group_with_keyboard_interrupt_propagates(
     assert info.value is group
     assert observed.results == []
     assert stages.finalized == []
+
+
+# ---------------------------------------- agent-loop semantics (C-035..C-039, runtime.md §8)
+
+
+async def test_c035_a_block_still_applies_to_a_completed_success() -> None:
+    """C-035: the body returned its success, then the Abort fired while a post hook awaited;
+    the hook's ``Block`` applies as usual (post-execute runs on a completed success)."""
+    runtime = ToolRuntime()
+    runtime.register(raw_tool(execute=lambda args, ctx: _returning("ok")))
+
+    async def post(
+        execution: ToolExecution, result: ToolResult, call_next: CallNext[PostDecision]
+    ) -> PostDecision:
+        assert result.is_error is False
+        await execution.abort.wait()
+        return Block([TextContent("withheld by policy")])
+
+    runtime.on_post_execute(post)
+    call = tool_call()
+    result = await execute_and_abort_when_blocked(runtime, call)
+    assert call.abort.aborted
+    assert result == ToolResult(
+        is_error=True,
+        content=[TextContent("withheld by policy")],
+        error=ToolError("withheld by policy"),
+    )
+
+
+async def _returning(value: object) -> object:
+    return value
+
+
+async def _sleeping_body(args: JsonValue, ctx: ToolRunContext) -> object:
+    await trio.sleep_forever()
+    raise AssertionError("unreachable: the body sleeps until cancelled")
+
+
+async def test_c036_the_abort_reason_is_appended_to_both_texts() -> None:
+    """C-036: ``abort.abort("turn timeout after 0.3 s")`` while a body sleeps gives
+    ``... aborted: <reason>``; a call made with the same pre-fired Abort gives
+    ``... aborted before dispatch: <reason>``; codes unchanged; ``AbortError.reason``."""
+    runtime = ToolRuntime()
+    runtime.register(raw_tool(execute=_sleeping_body))
+    reason = "turn timeout after 0.3 s"
+    call = tool_call()
+    running = await execute_and_abort_when_blocked_with(runtime, call, reason)
+    assert running == failure(f"tool call aborted: {reason}", ErrorInfo("AbortError", "ABORTED"))
+    assert running.content == (TextContent(f"Error: tool call aborted: {reason}"),)
+    later = await runtime.execute(tool_call(abort=call.abort))
+    assert later.content == (TextContent(f"Error: tool call aborted before dispatch: {reason}"),)
+    assert later.error == ToolError(
+        f"tool call aborted before dispatch: {reason}",
+        ErrorInfo("AbortError", "ABORTED_BEFORE_DISPATCH"),
+    )
+    exc = AbortError("ABORTED", reason)
+    assert (exc.reason, exc.code, str(exc)) == (reason, "ABORTED", f"tool call aborted: {reason}")
+    copied = pickle.loads(pickle.dumps(exc))
+    assert (type(copied), copied.reason, str(copied)) == (AbortError, reason, str(exc))
+
+
+async def execute_and_abort_when_blocked_with(
+    runtime: ToolRuntime, call: ToolCall, reason: object
+) -> ToolResult:
+    """:func:`execute_and_abort_when_blocked` with a chosen reason."""
+    results: list[ToolResult] = []
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(run_into, runtime, call, results)
+        await trio.testing.wait_all_tasks_blocked()
+        call.abort.abort(reason)
+    [result] = results
+    return result
+
+
+@pytest.mark.parametrize(
+    "reason",
+    [None, "", ValueError("x"), "\ud800 lone surrogate"],
+    ids=["none", "empty", "an object", "not lossless text"],
+)
+async def test_c037_other_reasons_leave_the_texts_as_they_are(reason: object) -> None:
+    """C-037: ``abort()``, ``abort("")``, ``abort(ValueError("x"))`` give the texts of §8.1
+    exactly, nothing appended (and text no result can carry is not appended either)."""
+    runtime = ToolRuntime()
+    runtime.register(raw_tool(execute=_sleeping_body))
+    call = tool_call()
+    assert await execute_and_abort_when_blocked_with(runtime, call, reason) == aborted()
+    assert await runtime.execute(tool_call(abort=call.abort)) == aborted_before_dispatch()
+    assert str(AbortError("ABORTED", reason)) == "tool call aborted"
+    assert AbortError("ABORTED_BEFORE_DISPATCH", reason).reason is reason
+
+
+async def test_c038_a_success_returned_after_the_abort_is_not_completed() -> None:
+    """C-038: a body that ignores cancellation and returns after ``abort.abort("r")`` did
+    not complete before the abort (check E): ``Error: tool call aborted: r``."""
+    runtime = ToolRuntime()
+
+    async def stubborn(args: JsonValue, ctx: ToolRunContext) -> object:
+        with trio.CancelScope(shield=True):
+            await ctx.abort.wait()
+        return "late"
+
+    runtime.register(raw_tool(execute=stubborn))
+    result = await execute_and_abort_when_blocked_with(runtime, tool_call(), "r")
+    assert result == aborted(reason="r")
+
+
+async def test_c038_only_the_bodys_last_return_counts() -> None:
+    """C-038 / §8.3: a wrapper that calls ``call_next()`` twice, the second body cut short by
+    the abort, does not keep the first success: the last return was not completed."""
+    runtime = ToolRuntime()
+    runs: list[str] = []
+
+    async def body(args: JsonValue, ctx: ToolRunContext) -> object:
+        runs.append("body")
+        if len(runs) == 2:
+            await trio.sleep_forever()
+        return "first"
+
+    async def twice(execution: ToolExecution, call_next: CallNext[ToolResult]) -> ToolResult:
+        first = await call_next()
+        assert first.is_error is False
+        return await call_next()
+
+    runtime.register(raw_tool(execute=body))
+    runtime.wrap_execute(twice)
+    result = await execute_and_abort_when_blocked_with(runtime, tool_call(), "stop")
+    assert runs == ["body", "body"]
+    assert result == aborted(reason="stop")
+
+
+@pytest.mark.parametrize("path", ["deny", "guard", "ask-no-service", "rejected"])
+async def test_c039_every_denial_carries_tool_denied(path: str) -> None:
+    """C-039: a pre-execute ``Deny("no")``, a guard returning ``"no"``, an ``Ask`` with no
+    approval service and an approval ``REJECTED``: ``Error: <reason>``, ``TOOL_DENIED``."""
+    runtime = ToolRuntime()
+    runtime.register(raw_tool())
+    reason = "no"
+
+    async def pre(execution: ToolExecution, call_next: CallNext[PreDecision]) -> PreDecision:
+        if path == "deny":
+            return Deny(reason)
+        return Ask(reason)
+
+    class Rejecting:
+        async def request(self, request: ApprovalRequest) -> ApprovalOutcome:
+            return ApprovalOutcome.REJECTED
+
+    scope = runtime.open_scope()
+    if path == "guard":
+        runtime.guard(lambda execution: reason)
+    else:
+        runtime.on_pre_execute(pre)
+    if path == "rejected":
+        runtime.approval = Rejecting()
+    result = await runtime.execute(tool_call(scope=scope))
+    if path == "rejected":
+        reason = 'the user rejected tool "echo"'
+    assert result == denied(reason)
+    assert result.error is not None
+    assert result.error.info is not None
+    assert result.error.info.code == TOOL_DENIED

@@ -145,7 +145,9 @@ async def test_h021_non_object_arguments() -> None:
     runtime = ToolRuntime()
     runtime.register(make())
     result = await run(runtime, "t", ["path"])
-    assert error_text(result) == 'Error: invalid arguments: "arguments" must be an object'
+    assert error_text(result) == (
+        'Error: invalid arguments: "arguments" must be an object, got an array'
+    )
 
 
 async def test_h021_invalid_arguments_go_through_post_execute() -> None:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -127,3 +129,55 @@ def test_quickstart_runs_and_shows_every_outcome() -> None:
         "ABORTED_BEFORE_DISPATCH",
     ]:
         assert expected in out, expected
+
+
+TURN_EXAMPLE = ROOT / "examples" / "turn_timeout_and_ctrl_c.py"
+
+
+def test_readme_shows_the_turn_example_exactly() -> None:
+    """The README's "Bounding a turn and Ctrl-C" block is the example file, character for
+    character, so the snippet a reader copies is the one the next test runs."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## Bounding a turn and Ctrl-C\n", 1)[1].split("\n## ", 1)[0]
+    block = section.split("```python\n", 1)[1].split("```\n", 1)[0]
+    assert block == TURN_EXAMPLE.read_text(encoding="utf-8")
+    assert "trio.move_on_after" in section
+    assert "`batch.outcome` stays `None`" in section
+
+
+def test_turn_example_times_out_and_aborts_on_ctrl_c() -> None:
+    """The turn example, run as a user would: part 1 ends by its ``timeout=``, part 2 by a
+    real SIGINT sent once it says it is running. Finished work is kept both times and the
+    aborted call's text names the reason (a real process and signal: real time)."""
+    with subprocess.Popen(
+        [sys.executable, str(TURN_EXAMPLE)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    ) as proc:
+        assert proc.stdout is not None
+        assert proc.stderr is not None
+        first = second = ""
+        try:
+            for line in proc.stdout:
+                if first.endswith("running; press Ctrl-C to abort the turn\n"):
+                    second += line
+                    continue
+                first += line
+                if line.startswith("running; press Ctrl-C"):
+                    # The fast lookup (0.05 s) has long finished; the crawl (60 s) has not.
+                    time.sleep(1)
+                    proc.send_signal(signal.SIGINT)
+            proc.wait(timeout=30)
+            err = proc.stderr.read()
+        finally:
+            proc.kill()
+    assert proc.returncode == 0, err
+    assert "'text': 'notes on trio'" in first
+    assert "'message': 'tool call aborted: batch timeout after 0.5 s'" in first
+    assert "'code': 'ABORTED'" in first
+    assert "abort reason: batch timeout after 0.5 s\n" in first
+    assert "'text': 'notes on trio'" in second
+    assert "'message': 'tool call aborted: user pressed Ctrl-C'" in second
+    assert second.endswith("abort reason: user pressed Ctrl-C\n")
+    assert err == ""

@@ -29,6 +29,7 @@ from dsh_tools import (
 from dsh_tools.testing import PipelineInvariants
 from tests.pipeline_helpers import (
     aborted_before_dispatch,
+    denied,
     failure,
     observe,
     raw_tool,
@@ -220,7 +221,7 @@ def _model(
         )
     stages = ["pre"]
     if pre == "deny":
-        dispatched = failure("denied")
+        dispatched = denied("denied")
     else:
         stages.append("execute")
         if wrap == "raise":

@@ -31,6 +31,7 @@ from tests.pipeline_helpers import (
     ARGS_NOT_LOSSLESS,
     aborted,
     aborted_before_dispatch,
+    denied,
     failure,
     message,
     observe,
@@ -226,8 +227,8 @@ async def test_stage_contract_denial_needs_finalize() -> None:
     runtime.on_pre_execute(_denying("not today"))
     step = await lowlevel.prepare(lowlevel.create(runtime, tool_call()))
     assert isinstance(step, NeedsFinalize)
-    assert step.result == failure("not today")
-    assert await lowlevel.finalize(step) == failure("not today")
+    assert step.result == denied("not today")
+    assert await lowlevel.finalize(step) == denied("not today")
 
 
 async def test_stage_contract_wrapper_failure_needs_finish() -> None:
@@ -300,8 +301,8 @@ async def test_c031_cancelled_result_of_an_error_is_that_error() -> None:
     assert isinstance(step, NeedsFinalize)
     replacement = lowlevel.cancelled_result(execution, step.result)
     assert replacement is step.result
-    assert lowlevel.finish(execution, replacement) == failure("no way")
-    assert observed.results == [failure("no way")]
+    assert lowlevel.finish(execution, replacement) == denied("no way")
+    assert observed.results == [denied("no way")]
 
 
 async def test_c031_cancelled_result_of_a_success_is_aborted_with_its_context() -> None:

@@ -39,6 +39,7 @@ from tests.helpers import exactly
 from tests.pipeline_helpers import (
     IMAGE,
     assignment_error,
+    denied,
     failure,
     item_assignment_error,
     message,
@@ -161,11 +162,11 @@ async def test_p004_deny_gives_an_exact_frozen_denial() -> None:
     runtime.on_pre_execute(pre)
     runtime.on_post_execute(post)
     result = await runtime.execute(tool_call())
-    assert result == failure("denied by policy")
+    assert result == denied("denied by policy")
     assert result.content == (TextContent("Error: denied by policy"),)
     assert result.error is not None
-    assert result.error.info is None
-    assert seen == [failure("denied by policy")]
+    assert result.error.info == ErrorInfo("ToolDeniedError", "TOOL_DENIED")
+    assert seen == [denied("denied by policy")]
     assert len(assignment_failures) == 1
     assert isinstance(assignment_failures[0], attrs.exceptions.FrozenInstanceError)
     assert seen[0].is_error is True
@@ -192,7 +193,7 @@ async def test_p005_deny_enters_no_wrapper() -> None:
     runtime.wrap_execute(wrap)
     result = await runtime.execute(tool_call())
     assert log == []
-    assert result == failure("no")
+    assert result == denied("no")
 
 
 # ------------------------------------------------------------- post-execute (P-015..P-026, P-036)
@@ -1139,7 +1140,7 @@ async def test_p053_outer_pre_hook_sees_the_inner_type_error() -> None:
     assert [str(exc) for exc in caught] == [
         "tools/pre-execute hook returned int; expected Allow, Deny or Ask"
     ]
-    assert result == failure("outer caught it")
+    assert result == denied("outer caught it")
 
 
 async def test_p054_post_hook_returns_none() -> None:

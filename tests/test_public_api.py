@@ -18,6 +18,7 @@ SPEC_NAMES = {
     "ContentBlock", "UserMessage", "Allow", "Deny", "Ask", "Accept", "Block", "UNSET", "Abort",
     "ApprovalService", "ApprovalRequest", "ApprovalOutcome", "HarnessError",
     "ToolNotFoundError", "ToolArgsError", "ToolOutputError", "ToolTimeoutError", "AbortError",
+    "ToolDeniedError",
     "CodeRunFailedError", "JsonSchemaError", "ErrorCode", "freeze_json", "thaw_json",
     "FrozenDict", "JsonValue", "validate_args", "validate_json_value",
     "assert_supported_json_schema", "CallNext", "PreDecision", "PostDecision",
@@ -32,7 +33,7 @@ def test_dsh_tools_all_is_the_spec_surface() -> None:
     assert len(dsh_tools.__all__) == len(set(dsh_tools.__all__))
     assert {
         "UNKNOWN_TOOL", "INVALID_ARGS", "INVALID_TOOL_OUTPUT", "TOOL_TIMEOUT", "ABORTED",
-        "ABORTED_BEFORE_DISPATCH", "CODE_RUN_FAILED",
+        "ABORTED_BEFORE_DISPATCH", "TOOL_DENIED", "CODE_RUN_FAILED",
     } == ERROR_CODE_CONSTANTS  # fmt: skip
     for name in ERROR_CODE_CONSTANTS:
         assert getattr(dsh_tools, name) == name
@@ -42,6 +43,7 @@ def test_dsh_tools_all_is_the_spec_surface() -> None:
 def test_submodules_export_exactly_their_names() -> None:
     assert sorted(dsh_tools.lowlevel.__all__) == sorted(
         ["create", "prepare", "dispatch", "dispatch_in_abort_scope", "finalize", "finish",
+         "finished_result",
              "cancelled_result",
          "ReadyToDispatch", "NeedsFinalize", "NeedsFinish"]
     )  # fmt: skip

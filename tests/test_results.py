@@ -26,6 +26,7 @@ from dsh_tools import (
     CODE_RUN_FAILED,
     INVALID_ARGS,
     INVALID_TOOL_OUTPUT,
+    TOOL_DENIED,
     TOOL_TIMEOUT,
     UNKNOWN_TOOL,
     AbortError,
@@ -501,7 +502,8 @@ def test_j014_abort_error_rejects_other_codes() -> None:
 
 
 def test_j014_error_codes() -> None:
-    """J-014 (§2.6): ``ErrorCode`` lists the seven codes; constants of the same names exist."""
+    """J-014 (§2.6): ``ErrorCode`` lists the eight codes, in the specification's order;
+    constants of the same names exist."""
     assert issubclass(ErrorCode, str)
     expected = [
         "UNKNOWN_TOOL",
@@ -510,9 +512,10 @@ def test_j014_error_codes() -> None:
         "TOOL_TIMEOUT",
         "ABORTED",
         "ABORTED_BEFORE_DISPATCH",
+        "TOOL_DENIED",
         "CODE_RUN_FAILED",
     ]
-    assert sorted(m.name for m in ErrorCode) == sorted(expected)
+    assert [m.name for m in ErrorCode] == expected
     assert all(ErrorCode[name] == name for name in expected)
     constants = [
         UNKNOWN_TOOL,
@@ -521,6 +524,7 @@ def test_j014_error_codes() -> None:
         TOOL_TIMEOUT,
         ABORTED,
         ABORTED_BEFORE_DISPATCH,
+        TOOL_DENIED,
         CODE_RUN_FAILED,
     ]
     assert constants == expected

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import trio
 import trio.testing
 
@@ -119,9 +120,9 @@ async def test_s014_s030_abort_before_the_batch_gives_only_synthetic_pairs() -> 
         assert committed.mode is None
         result = committed.result
         assert result.is_error
-        assert text_of(result) == "Error: tool call aborted before dispatch"
+        assert text_of(result) == "Error: tool call aborted before dispatch: stop"
         assert result.error is not None
-        assert result.error.message == "tool call aborted before dispatch"
+        assert result.error.message == "tool call aborted before dispatch: stop"
         assert result.error.info is not None
         assert (result.error.info.name, result.error.info.code) == (
             "AbortError",
@@ -209,7 +210,13 @@ async def test_s016_example3_abort_after_two_started() -> None:
     assert [c.synthetic for c in outcome.results] == [False, False, True, True]
     assert code(c3) == code(c4) == ABORTED_BEFORE_DISPATCH
     # The abort replacement keeps the contexts the body deferred (runtime.md §8.3).
-    assert [text_of(r) for r in (c1,)] == ["Error: tool call aborted"]
+    assert [text_of(r) for r in (c1,)] == ["Error: tool call aborted: user pressed stop"]
+    assert outcome.abort_reason == "user pressed stop"
+    assert (
+        text_of(c3)
+        == text_of(c4)
+        == ("Error: tool call aborted before dispatch: user pressed stop")
+    )
     assert [m.content for m in outcome.additional_contexts] == [
         m.content for m in c1.additional_contexts
     ]
@@ -312,3 +319,157 @@ async def test_outcome_aborted_is_false_without_an_abort() -> None:
     outcome = await run_tool_calls(runtime, [ModelToolCall(call_id="c", name="r", arguments="")])
     assert not outcome.aborted
     assert not outcome.results[0].synthetic
+
+
+# -- issue: agent-loop semantics (S-046..S-050) ------------------------------------------
+
+
+def _sleeper(name: str, seconds: float, *, parallel: bool = True) -> ToolDefinition:
+    """A tool whose body sleeps ``seconds`` of virtual time, then returns its name."""
+
+    async def body(args: object, ctx: ToolRunContext) -> object:
+        await trio.sleep(seconds)
+        return name
+
+    return ToolDefinition(
+        name=name,
+        description=name,
+        parameters={},
+        output=output(),
+        execute=body,
+        is_concurrency_safe=parallel,
+    )
+
+
+async def test_s046_a_body_done_before_the_abort_keeps_its_success(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """S-046: ``[slow, fast]``, ``fast`` returns at 0.05 s, the batch Abort fires at 0.3 s:
+    ``fast`` keeps its success though its commit waited behind ``slow``; ``slow`` is
+    ``ABORTED`` with the reason in its text."""
+    runtime = ToolRuntime()
+    runtime.register(_sleeper("slow", 5.0))
+    runtime.register(_sleeper("fast", 0.05))
+    abort = Abort()
+    sink = RecordingSink()
+    async with trio.open_nursery() as nursery:
+        run = start_batch(nursery, runtime, calls("slow:c1", "fast:c2"), abort=abort, sink=sink)
+        await trio.sleep(0.3)
+        abort.abort("turn timeout after 0.3 s")
+    assert trio.current_time() == 0.3
+    outcome = run.outcome
+    assert outcome is not None
+    slow, fast = (c.result for c in outcome.results)
+    assert fast.is_error is False
+    assert fast.value == "fast"
+    assert code(slow) == ABORTED
+    assert text_of(slow) == "Error: tool call aborted: turn timeout after 0.3 s"
+    assert [c.synthetic for c in outcome.results] == [False, False]
+    # The sink saw the same: the kept success, in model order.
+    committed = [e for e in sink.events if isinstance(e, CallCommitted)]
+    assert [e.result for e in committed] == [slow, fast]
+
+
+async def test_s047_timeout_aborts_the_turn_and_keeps_every_result(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """S-047: ``timeout=0.3``, one call sleeping 5 s and an exclusive call after it: the
+    batch returns at 0.3 s (virtual) with its outcome, the reason in every text."""
+    runtime = ToolRuntime()
+    runtime.register(_sleeper("sleepy", 5.0))
+    runtime.register(_sleeper("write", 0.01, parallel=False))
+    abort = Abort()
+    outcome = await run_tool_calls(
+        runtime, calls("sleepy:c1", "write:c2"), abort=abort, timeout=0.3
+    )
+    assert trio.current_time() == 0.3
+    assert abort.aborted  # the Abort the caller passed in is the one that fired
+    assert outcome.aborted
+    assert outcome.abort_reason == "batch timeout after 0.3 s"
+    sleepy, write = outcome.results
+    assert text_of(sleepy.result) == "Error: tool call aborted: batch timeout after 0.3 s"
+    assert code(sleepy.result) == ABORTED
+    assert write.synthetic
+    assert text_of(write.result) == (
+        "Error: tool call aborted before dispatch: batch timeout after 0.3 s"
+    )
+    assert code(write.result) == ABORTED_BEFORE_DISPATCH
+
+
+async def test_s047_timeout_counts_from_entering_the_batch(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """S-047 (§2.1): the deadline is trio's clock from the moment the batch starts, and an
+    integral timeout is written without a fraction (``format(t, "g")``)."""
+    runtime = ToolRuntime()
+    runtime.register(_sleeper("sleepy", 50.0))
+    await trio.sleep(7)
+    batch = open_batch(runtime, calls("sleepy:c1"), timeout=2)
+    await trio.sleep(1)  # validation happened above; the clock starts on entering
+    async with batch:
+        pass
+    assert trio.current_time() == 10
+    assert batch.outcome is not None
+    assert batch.outcome.abort_reason == "batch timeout after 2 s"
+
+
+async def test_s048_timeout_validation() -> None:
+    """S-048: ``True`` and ``"1"`` are ``TypeError``; ``0``, ``-1``, NaN and infinity are
+    ``ValueError``; the message is exact and nothing starts."""
+    runtime = ToolRuntime()
+    sink = RecordingSink()
+    cases: list[tuple[object, type[Exception]]] = [
+        (True, TypeError),
+        ("1", TypeError),
+        (0, ValueError),
+        (-1, ValueError),
+        (float("nan"), ValueError),
+        (float("inf"), ValueError),
+    ]
+    for bad, error in cases:
+        with pytest.raises(error) as info:
+            await run_tool_calls(runtime, calls("t:c1"), sink=sink, timeout=bad)  # type: ignore[arg-type]
+        assert str(info.value) == "timeout must be a positive number or None"
+        with pytest.raises(error):
+            open_batch(runtime, calls("t:c1"), timeout=bad)  # type: ignore[arg-type]
+    assert sink.events == []
+
+
+async def test_s049_a_batch_that_ends_in_time_is_never_aborted(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """S-049: a batch that ends before its ``timeout`` (and one without any) is not
+    aborted; the timer leaves with the batch, which returns as soon as its calls are done."""
+    runtime = ToolRuntime()
+    runtime.register(_sleeper("quick", 0.1))
+    abort = Abort()
+    outcome = await run_tool_calls(runtime, calls("quick:c1", "quick:c2"), abort=abort, timeout=60)
+    assert trio.current_time() == 0.1  # not held open until the deadline
+    assert not abort.aborted
+    assert (outcome.aborted, outcome.abort_reason) == (False, None)
+    assert [c.result.is_error for c in outcome.results] == [False, False]
+    await trio.sleep(100)
+    assert not abort.aborted  # the timer is gone: nothing fires later
+    plain = await run_tool_calls(runtime, calls("quick:c1"))
+    assert (plain.aborted, plain.abort_reason) == (False, None)
+
+
+async def test_s050_the_abort_reason_reaches_the_outcome_and_synthetic_results() -> None:
+    """S-050: ``abort.abort("user pressed Ctrl-C")`` during a batch: the outcome names the
+    reason and the synthetic results carry it."""
+    runtime = ToolRuntime()
+    gates = Gates()
+    runtime.register(gated_tool("x", parallel=False, steps=[], gates=gates))
+    abort = Abort()
+    async with trio.open_nursery() as nursery:
+        run = start_batch(nursery, runtime, calls("x:c1", "x:c2"), abort=abort)
+        await wait_blocked()
+        abort.abort("user pressed Ctrl-C")
+    outcome = run.outcome
+    assert outcome is not None
+    assert outcome.abort_reason == "user pressed Ctrl-C"
+    first, second = outcome.results
+    assert text_of(first.result) == "Error: tool call aborted: user pressed Ctrl-C"
+    assert second.synthetic
+    assert second.result.error is not None
+    assert second.result.error.message == "tool call aborted before dispatch: user pressed Ctrl-C"

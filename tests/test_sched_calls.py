@@ -10,8 +10,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dsh_sched import ModelToolCall, parse_arguments
-from dsh_tools import FrozenDict
+from dsh_sched import ModelToolCall, parse_arguments, run_tool_calls
+from dsh_tools import FrozenDict, JsonValue, ToolRunContext, ToolRuntime, define_tool
+from tests.helpers import text_output
 
 
 def test_s024_empty_arguments_parse_to_a_new_empty_dict() -> None:
@@ -158,3 +159,46 @@ def test_model_tool_call_is_frozen_keyword_only_and_comparable() -> None:
         ModelToolCall("c", "t", "")  # type: ignore[call-arg]
     assert call == ModelToolCall(call_id="c", name="t", arguments="")
     assert hash(call) == hash(ModelToolCall(call_id="c", name="t", arguments=""))
+
+
+@pytest.mark.parametrize(
+    ("raw", "why"),
+    [
+        ("{bad", "Expecting property name enclosed in double quotes: line 1 column 2"),
+        ("NaN", "invalid constant NaN: line 1 column 1"),
+        ('{"path": "notes.md"', "Expecting ',' delimiter: line 1 column 20"),
+        ('{"path": "a.md", "path": "b.md"}', 'duplicate key "path": line 1 column 18'),
+    ],
+)
+async def test_s024_a_define_tool_tool_explains_text_that_is_not_json(raw: str, why: str) -> None:
+    """S-024 (§2.2) and H-010: text that does not parse reaches the tool as it is, and the
+    tool's argument message tells the model what was wrong and where."""
+    runtime = ToolRuntime()
+
+    async def read(args: JsonValue, ctx: ToolRunContext) -> object:
+        raise AssertionError("unreachable: the arguments are invalid")
+
+    runtime.register(
+        define_tool(
+            name="read",
+            description="read a file",
+            parameters={"type": "object", "properties": {"path": {"type": "string"}}},
+            output=text_output(),
+            execute=read,
+        )
+    )
+    outcome = await run_tool_calls(
+        runtime, [ModelToolCall(call_id="c1", name="read", arguments=raw)]
+    )
+    [committed] = outcome.results
+    assert committed.result.error is not None
+    assert committed.result.error.message == (
+        f'invalid arguments: "arguments" must be an object, got text that is not valid JSON ({why})'
+    )
+
+
+def test_a_key_given_twice_keeps_the_raw_text() -> None:
+    """Decision (one value per key): a repeated key, at any depth, is not JSON for dsh-trio."""
+    for raw in ('{"a": 1, "a": 2}', '[{"k": {"x": 1, "x": 1}}]'):
+        assert parse_arguments(raw) is raw
+    assert parse_arguments('{"a": {"a": 1}, "b": [{"a": 2}]}') == {"a": {"a": 1}, "b": [{"a": 2}]}

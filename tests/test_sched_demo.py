@@ -70,12 +70,14 @@ from dsh_tools import (
     ImageContent,
     TextContent,
     ToolCall,
+    ToolDeniedError,
     ToolError,
     ToolResult,
     ToolRuntime,
     error_result,
     lowlevel,
 )
+from tests.helpers import assert_help_lists_each_command_on_one_line
 
 if TYPE_CHECKING:
     from dsh_sched._demo import DemoConsole
@@ -141,7 +143,7 @@ async def test_every_call_commits_once_in_model_order(
     assert failed.message == 'No such file or directory: "missing.txt"'
     assert failed.info == ErrorInfo("FileError", "FILE_ERROR")
     denied = outcome.results[10].result
-    assert denied.error == ToolError(DENIAL)
+    assert denied.error == ToolError(DENIAL, ErrorInfo("ToolDeniedError", "TOOL_DENIED"))
     assert report.rows[10].body is None
     # Only fetch_url defers a context; both arrive after the last result, in model order.
     texts = [m.content[0] for m in outcome.additional_contexts]
@@ -275,7 +277,9 @@ async def test_abort_after_drains_started_calls_and_synthesizes_the_rest(
     for committed, row in zip(outcome.results[6:], rows[6:], strict=True):
         assert committed.synthetic
         assert committed.mode is None
-        assert committed.result == error_result(AbortError(ABORTED_BEFORE_DISPATCH))
+        assert committed.result == error_result(
+            AbortError(ABORTED_BEFORE_DISPATCH, "--abort-after 0.6 elapsed")
+        )
         assert (row.synthetic, row.status, row.body) == (True, "aborted_before_dispatch", None)
     # fetch_url was aborted before it deferred its context.
     assert outcome.additional_contexts == ()
@@ -412,19 +416,20 @@ def test_render_timeline_with_no_rows_and_with_unfinished_calls() -> None:
 
 
 @pytest.mark.parametrize(
-    ("result", "body_ran", "status"),
+    ("result", "status"),
     [
-        (None, False, "pending"),
-        (ToolResult(is_error=False, value=1), True, "ok"),
-        (error_result(AbortError(ABORTED)), True, "aborted"),
-        (error_result(AbortError(ABORTED_BEFORE_DISPATCH)), False, "aborted_before_dispatch"),
-        (ToolResult(is_error=True, error=ToolError("no")), False, "denied"),
-        (ToolResult(is_error=True, error=ToolError("boom")), True, "error"),
-        (ToolResult(is_error=True, error=ToolError("x", ErrorInfo("E", "C"))), False, "error"),
+        (None, "pending"),
+        (ToolResult(is_error=False, value=1), "ok"),
+        (error_result(AbortError(ABORTED)), "aborted"),
+        (error_result(AbortError(ABORTED_BEFORE_DISPATCH)), "aborted_before_dispatch"),
+        (error_result(ToolDeniedError("no")), "denied"),
+        # A hook that raised a plain exception is an error, not a denial: only the code counts.
+        (ToolResult(is_error=True, error=ToolError("no")), "error"),
+        (ToolResult(is_error=True, error=ToolError("x", ErrorInfo("E", "C"))), "error"),
     ],
 )
-def test_result_status(result: ToolResult | None, body_ran: bool, status: str) -> None:
-    assert result_status(result, body_ran=body_ran) == status
+def test_result_status(result: ToolResult | None, status: str) -> None:
+    assert result_status(result) == status
 
 
 def test_timeline_rows_refuses_events_of_two_batches() -> None:
@@ -787,7 +792,7 @@ async def test_the_guard_protects_env_files_only_from_changes(
     assert result.is_error is denied
     if denied:
         assert result.error is not None
-        assert result.error.info is None
+        assert result.error.info == ErrorInfo("ToolDeniedError", "TOOL_DENIED")
         assert result.error.message.startswith(f'refusing to modify "{arguments["path"]}"')
 
 
@@ -998,6 +1003,20 @@ def test_usage_errors_exit_2(
     err = capsys.readouterr().err
     assert err.startswith("usage: python -m dsh_sched")
     assert message in err
+
+
+def test_help_lists_every_command_on_one_line_each(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``python -m dsh_sched --help`` names each subcommand with a one-line summary."""
+    monkeypatch.setenv("COLUMNS", "80")
+    assert_help_lists_each_command_on_one_line(cli._parser())
+    done = subprocess.run(
+        [sys.executable, "-m", "dsh_sched", "--help"],
+        capture_output=True,
+        check=False,
+        env={**os.environ, "COLUMNS": "80"},
+    )
+    assert done.returncode == 0
+    assert done.stdout.decode() == cli._parser().format_help()
 
 
 @pytest.fixture

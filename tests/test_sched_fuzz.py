@@ -49,12 +49,15 @@ from dsh_tools import (
     AbortError,
     CallNext,
     PreDecision,
+    ToolDefinition,
     ToolExecution,
     ToolResult,
+    ToolRunContext,
     ToolRuntime,
     UserMessage,
+    error_result,
 )
-from tests.test_sched_fixtures import calls, exactly, gated_tool
+from tests.test_sched_fixtures import calls, exactly, gated_tool, output
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -481,3 +484,50 @@ def test_strategies_need_hypothesis(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "hypothesis", None)
     with pytest.raises(ImportError, match="needs hypothesis: pip install hypothesis"):
         dsh_sched.testing.scenarios  # noqa: B018
+
+
+def test_check_scenario_run_reports_a_completed_success_turned_aborted() -> None:
+    """The kit checks runtime.md §8.3's new rule: a body that returned before the batch
+    Abort fired keeps its success (C-007, S-046); a run where it became ``ABORTED`` fails."""
+    runtime = ToolRuntime()
+    recorder = TraceRecorder(runtime)
+
+    def sleeper(name: str, seconds: float) -> ToolDefinition:
+        async def body(args: object, ctx: ToolRunContext) -> object:
+            await trio.sleep(seconds)
+            return name
+
+        return ToolDefinition(
+            name=name,
+            description=name,
+            parameters={},
+            output=output(),
+            execute=body,
+            is_concurrency_safe=True,
+        )
+
+    runtime.register(recorder.instrument(sleeper("slow", 5.0)))
+    runtime.register(recorder.instrument(sleeper("fast", 0.25)))
+
+    async def main() -> ScenarioRun:
+        return await run_checked(
+            runtime, recorder, calls("slow:c1", "fast:c2"), max_parallel=2, abort_at=1.125
+        )
+
+    run = trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+    assert run.aborted_at == 1.125
+    assert run.outcome is not None
+    assert [c.result.is_error for c in run.outcome.results] == [True, False]
+    forged = error_result(AbortError("ABORTED"))
+    events = tuple(
+        attrs.evolve(e, detail=attrs.evolve(e.detail, result=forged))
+        if e.kind == "result" and e.index == 1
+        else e
+        for e in run.events
+    )
+    with pytest.raises(AssertionError) as info:
+        check_scenario_run(attrs.evolve(run, events=events), ignore={"I8", "I12"})
+    assert (
+        "call 1's body returned at 0.25 before the abort at 1.125, but its result is ABORTED"
+        in str(info.value)
+    )

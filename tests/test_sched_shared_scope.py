@@ -275,7 +275,7 @@ class Fire(enum.Enum):
         """Wait until every task is blocked, fire, then let shielded bodies go on."""
         await wait_blocked()
         if self.aborts:
-            abort.abort("test")
+            abort.abort()
         if self.cancels:
             caller.cancel()
         gates.release("shield")
@@ -803,7 +803,7 @@ async def test_c012_a_wrapper_never_sees_the_abort_while_siblings_overlap(spy: P
         nursery.start_soon(go)
         await wait_blocked()
         assert spy.asked == ["c1", "c2"]  # the shared nursery was open, and declined
-        abort.abort("test")
+        abort.abort()
     assert spy.shared == []
     assert sorted(spy.per_call) == ["c1", "c2"]
     assert sorted(after) == [("c1", False, False), ("c2", False, False)]
@@ -845,7 +845,7 @@ async def test_s020_caller_cancelled_while_bodies_run_in_the_shared_scope(
             await wait_blocked()
             assert spy.shared == ["c1", "c2"]
             if fire.aborts:
-                abort.abort("test")
+                abort.abort()
             caller.cancel()
     assert caller.cancelled_caught
     assert [type(e) for e in raised] == [trio.Cancelled]  # bare, not a group
@@ -1217,7 +1217,7 @@ async def test_the_shared_stage_checks_d1_and_the_live_tool_like_dispatch() -> N
         views.append(view)
     assert runs == []
     assert views[0] == views[1]
-    assert views[0][0] == ("NeedsFinalize", aborted_before_dispatch())
+    assert views[0][0] == ("NeedsFinalize", aborted_before_dispatch(reason="after prepare"))
     assert views[0][1][0] == "NeedsFinalize"
     assert views[0][1][1].error is not None
     assert views[0][1][1].error.info == ErrorInfo("ToolNotFoundError", "UNKNOWN_TOOL")
@@ -1313,12 +1313,12 @@ async def test_decision_20_a_grouped_base_exception_still_propagates(shared: boo
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(task, stage)
                 await trio.testing.wait_all_tasks_blocked()
-                abort.abort("test")
+                abort.abort()
     else:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(task, lowlevel.dispatch(step))
             await trio.testing.wait_all_tasks_blocked()
-            abort.abort("test")
+            abort.abort()
     [exc] = escaped
     assert isinstance(exc, BaseExceptionGroup)
     assert not isinstance(exc, Exception)
@@ -1425,7 +1425,7 @@ async def test_c028_one_shared_scope_cancels_every_body_of_its_abort() -> None:
             abort.abort("all")
     assert scope.cancel_called
     assert {k: _stage_view(v) for k, v in done.items()} == {
-        f"c{i}": ("NeedsFinalize", aborted((context_of(f"c{i}"),))) for i in range(3)
+        f"c{i}": ("NeedsFinalize", aborted((context_of(f"c{i}"),), reason="all")) for i in range(3)
     }
 
 

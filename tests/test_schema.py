@@ -54,10 +54,63 @@ STR = {"type": "string"}
 # --------------------------------------------------------------------------- §12.2 validation
 
 
-@pytest.mark.parametrize("args", [None, "nope", [], (), 3, True, 1.5])
-def test_h010_validate_args_non_object(args: object) -> None:
+@pytest.mark.parametrize(
+    ("args", "what"),
+    [
+        (None, "null"),
+        ("nope", "text that is not valid JSON (Expecting value: line 1 column 1)"),
+        ([], "an array"),
+        ((), "an array"),
+        (3, "a number"),
+        (True, "a boolean"),
+        (1.5, "a number"),
+        ('"x"', "a string"),
+        (
+            '{"path": "notes.md"',
+            "text that is not valid JSON (Expecting ',' delimiter: line 1 column 20)",
+        ),
+        (
+            "{bad",
+            "text that is not valid JSON "
+            "(Expecting property name enclosed in double quotes: line 1 column 2)",
+        ),
+        ("NaN", "text that is not valid JSON (invalid constant NaN: line 1 column 1)"),
+        (
+            '{"a": [1, -Infinity]}',
+            "text that is not valid JSON (invalid constant -Infinity: line 1 column 11)",
+        ),
+        ("[" * 100_000, "text that is not valid JSON (nesting too deep: line 1 column 1)"),
+    ],
+)
+def test_h010_validate_args_non_object(args: object, what: str) -> None:
+    """H-010 (§12.2): at the top level, the object violation says what arrived, with the JSON
+    parser's message and position for text that does not parse."""
     schema = obj({"path": STR}, required=["path"])
-    assert validate_args(schema, args) == ['"arguments" must be an object']
+    assert validate_args(schema, args) == [f'"arguments" must be an object, got {what}']
+
+
+@pytest.mark.parametrize(
+    ("text", "where"),
+    [
+        ('{"a": 1, "a": 2}', 'duplicate key "a": line 1 column 10'),
+        ('{"a": {"k": 1},\n "b": {"k": 1, "k": 2}}', 'duplicate key "k": line 2 column 16'),
+        ('[{"x": "\\"", "x": 0}]', 'duplicate key "x": line 1 column 14'),
+        ('{"é": 1, "\\u00e9": 2}', 'duplicate key "é": line 1 column 10'),
+    ],
+)
+def test_a_key_given_twice_is_not_valid_json(text: str, where: str) -> None:
+    """Decision (one value per key): a repeated key makes argument text invalid, and the
+    message names the key and where its second occurrence starts."""
+    assert validate_args({"type": "object"}, text) == [
+        f'"arguments" must be an object, got text that is not valid JSON ({where})'
+    ]
+
+
+def test_nested_object_violations_keep_the_plain_message() -> None:
+    """§12.2: only the top level says what arrived; nested paths keep the plain text."""
+    schema = obj({"opts": {"type": "object"}}, required=[])
+    assert validate_args(schema, {"opts": "x"}) == ['"opts" must be an object']
+    assert validate_json_value({"type": "object"}, 3, path="v") == ['"v" must be an object']
 
 
 def test_h010_validate_args_valid() -> None:
@@ -669,10 +722,10 @@ def test_h053_validate_args_is_total(value: object) -> None:
     assert isinstance(result, list)
     assert all(isinstance(v, str) for v in result)
     if not isinstance(value, dict | FrozenDict):
-        assert result in (
-            ['"arguments" must be an object'],
-            ['"arguments" must be a lossless JSON value'],
-            ['"arguments" must be a finite JSON number'],
+        assert len(result) == 1
+        assert result[0].startswith('"arguments" must be an object, got ') or result[0] in (
+            '"arguments" must be a lossless JSON value',
+            '"arguments" must be a finite JSON number',
         )
 
 
@@ -704,10 +757,9 @@ def test_h055_dropping_a_required_key_is_a_violation(data: st.DataObject) -> Non
 
 @given(value=json_values().filter(lambda v: not isinstance(v, dict)))
 def test_h056_non_object_top_level_is_rejected(value: object) -> None:
-    assert validate_args({"type": "object"}, value) == ['"arguments" must be an object']
-    assert validate_args(obj({}, required=[]), freeze_json(value)) == [
-        '"arguments" must be an object'
-    ]
+    [message] = validate_args({"type": "object"}, value)
+    assert message.startswith('"arguments" must be an object, got ')
+    assert validate_args(obj({}, required=[]), freeze_json(value)) == [message]
 
 
 @given(value=json_values())

@@ -43,6 +43,7 @@ from tests.helpers import call, error_text, exactly, make_echo, raw_tool, run
 if TYPE_CHECKING:
     from collections.abc import Callable, Coroutine
 
+DENIED_INFO = ErrorInfo("ToolDeniedError", "TOOL_DENIED")
 UNKNOWN_INFO = ErrorInfo("ToolNotFoundError", "UNKNOWN_TOOL")
 NOT_LOSSLESS = "tool execution arguments must be losslessly JSON-serializable"
 
@@ -544,7 +545,7 @@ async def test_v021_no_hook_overrides_a_guard() -> None:
     scope.guard(lambda execution: "guard says no")
     result = await run(runtime, "t", scope=scope)
     assert error_text(result) == "Error: guard says no"
-    assert result.error == ToolError("guard says no")
+    assert result.error == ToolError("guard says no", DENIED_INFO)
     assert body_calls == []
 
 
@@ -625,7 +626,7 @@ async def test_v024_first_string_from_a_guard_denies() -> None:
     runtime.guard(never)
     result = await run(runtime, "t")
     assert error_text(result) == "Error: global denial"
-    assert result.error == ToolError("global denial")
+    assert result.error == ToolError("global denial", DENIED_INFO)
     assert body_calls == []
     assert order == ["abstain", "deny"]
 
@@ -720,7 +721,7 @@ async def test_v027_empty_string_denies() -> None:
     runtime.guard(lambda execution: "")
     result = await run(runtime, "t")
     assert error_text(result) == "Error: "
-    assert result.error == ToolError("")
+    assert result.error == ToolError("", DENIED_INFO)
     assert body_calls == []
 
 

@@ -57,12 +57,17 @@ def _seconds(text: str) -> float:
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m dsh_sched", description="The dsh_sched batch scheduler."
+        prog="python -m dsh_sched",
+        description=(
+            "The dsh_sched batch scheduler's command line. "
+            "`python -m dsh_sched COMMAND --help` describes one command."
+        ),
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="command")
     demo = commands.add_parser(
         "demo",
-        help="run a scripted model batch over the example tools, with live progress",
+        # One line in an 80-column `--help` (the description below says the rest).
+        help="run a scripted batch of tool calls, with live progress",
         description=(
             "Run a scripted batch of 13 model tool calls over the example file tools: "
             "parallel-safe reads, exclusive writes, a slow call, a failing call and a denied "

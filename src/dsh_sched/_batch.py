@@ -11,6 +11,7 @@ import collections
 import inspect
 import itertools
 import logging
+import math
 import weakref
 from typing import TYPE_CHECKING, final
 
@@ -61,6 +62,7 @@ def _validate(
     parent: object,
     root_call_id: object,
     keep_results: object,
+    timeout: object,
 ) -> tuple[ModelToolCall, ...]:
     # The order is scheduler.md §2.1's; nothing is started or recorded before it passes.
     if not isinstance(runtime, ToolRuntime):
@@ -103,6 +105,11 @@ def _validate(
         raise TypeError("root_call_id must be a str or None")
     if not isinstance(keep_results, bool):
         raise TypeError("keep_results must be a bool")
+    if timeout is not None:
+        if isinstance(timeout, bool) or not isinstance(timeout, int | float):
+            raise TypeError("timeout must be a positive number or None")
+        if not math.isfinite(timeout) or timeout <= 0:
+            raise ValueError("timeout must be a positive number or None")
     return materialized
 
 
@@ -117,6 +124,7 @@ def open_batch(
     parent: ExecutionToken | None = None,
     root_call_id: str | None = None,
     keep_results: bool = True,
+    timeout: float | None = None,
 ) -> Batch:
     """Prepare a batch of the model's tool calls; ``async with`` runs it.
 
@@ -135,13 +143,19 @@ def open_batch(
         parent: Passed to every call's ``ToolCall.parent`` (a composite tool's token).
         root_call_id: Passed to every call's ``ToolCall.root_call_id``.
         keep_results: ``False`` keeps no :class:`CommittedCall` in the outcome.
+        timeout: Seconds (trio's clock, from entering the batch) after which the batch
+            ``Abort`` fires with the reason ``"batch timeout after <timeout> s"`` if calls
+            are still uncommitted. Every call still gets its result and the batch its
+            outcome; prefer it to ``trio.move_on_after``, which cancels the batch natively
+            and leaves no outcome.
 
     Returns:
         The :class:`Batch`, an async context manager.
 
     Raises:
-        TypeError: An argument has the wrong type (see scheduler.md §2.1 for the texts).
-        ValueError: ``max_parallel < 1``, or ``scope`` belongs to another runtime.
+        TypeError: An argument has the wrong type (for example ``timeout=True``).
+        ValueError: ``max_parallel < 1``, ``scope`` belongs to another runtime, or
+            ``timeout`` is not a finite number above zero.
 
     Example:
         >>> async def turn(runtime, calls):  # doctest: +SKIP
@@ -151,7 +165,16 @@ def open_batch(
         ...     return batch.outcome
     """
     materialized = _validate(
-        runtime, calls, scope, abort, max_parallel, sink, parent, root_call_id, keep_results
+        runtime,
+        calls,
+        scope,
+        abort,
+        max_parallel,
+        sink,
+        parent,
+        root_call_id,
+        keep_results,
+        timeout,
     )
     driver = Driver(
         runtime,
@@ -164,6 +187,7 @@ def open_batch(
         parent=parent,
         root_call_id=root_call_id,
         keep_results=keep_results,
+        timeout=timeout,
     )
     return Batch._create(driver)
 
@@ -179,6 +203,9 @@ async def run_tool_calls(
     parent: ExecutionToken | None = None,
     root_call_id: str | None = None,
     keep_results: bool = True,
+    # The specification's name (scheduler.md §2): unlike trio.fail_after around the call,
+    # it aborts the batch, so every call still gets its result and the batch its outcome.
+    timeout: float | None = None,  # noqa: ASYNC109
 ) -> BatchOutcome:
     """Run a batch of the model's tool calls and return its outcome.
 
@@ -196,6 +223,8 @@ async def run_tool_calls(
         parent: See :func:`open_batch`.
         root_call_id: See :func:`open_batch`.
         keep_results: See :func:`open_batch`.
+        timeout: See :func:`open_batch`: bounds the turn, keeping finished work and
+            giving every call a result whose text names the timeout.
 
     Returns:
         The :class:`BatchOutcome`.
@@ -207,7 +236,9 @@ async def run_tool_calls(
             re-raised alone (scheduler.md §8).
 
     Example:
-        >>> outcome = await run_tool_calls(runtime, calls, max_parallel=4)  # doctest: +SKIP
+        >>> outcome = await run_tool_calls(runtime, calls, timeout=30)  # doctest: +SKIP
+        >>> outcome.aborted, outcome.abort_reason  # doctest: +SKIP
+        (True, 'batch timeout after 30 s')
     """
     batch = open_batch(
         runtime,
@@ -219,6 +250,7 @@ async def run_tool_calls(
         parent=parent,
         root_call_id=root_call_id,
         keep_results=keep_results,
+        timeout=timeout,
     )
     async with batch:
         pass
@@ -256,7 +288,10 @@ class _BatchIterator:
             return None
         held = driver.held
         if held:
-            return held.popleft()
+            item = held.popleft()
+            # The driver may be parked until the reader makes room (backpressure).
+            driver.reader_waiter.wake()
+            return item
         return None
 
     async def __anext__(self) -> CommittedCall:
@@ -338,7 +373,13 @@ class Batch:
         nursery = await nursery_cm.__aenter__()
         self._nursery_cm = nursery_cm
         self._driver.nursery = nursery
-        nursery.start_soon(self._driver.drive, name="dsh_sched.driver")
+        driver = self._driver
+        nursery.start_soon(driver.drive, name="dsh_sched.driver")
+        if driver.timeout is not None:
+            # The deadline counts from entering the batch (scheduler.md §2.1).
+            nursery.start_soon(
+                driver.time_out, trio.current_time() + driver.timeout, name="dsh_sched.timeout"
+            )
         return self
 
     async def __aexit__(
@@ -467,6 +508,7 @@ class Batch:
         # alive), so the iterator closing now is the one holding the claim.
         self._iter_ref = None
         self._driver.held = None
+        self._driver.reader_waiter.wake()
 
     def _iterator_gone(self, ref: weakref.ref[_BatchIterator]) -> None:
         # A consumer that broke out of ``async for`` dropped its iterator: the iteration
@@ -474,3 +516,4 @@ class Batch:
         if self._iter_ref is ref:
             self._iter_ref = None
             self._driver.held = None
+            self._driver.reader_waiter.wake()

@@ -72,9 +72,18 @@ def _reject_constant(name: str) -> object:
     raise ValueError(f"{name} is not a JSON value")
 
 
+def _unique_keys(pairs: list[tuple[str, object]]) -> dict[str, object]:
+    # A key given twice makes the text invalid: the tool and the session log must never
+    # disagree about which value counted. The runtime's argument message names the key.
+    value = dict(pairs)
+    if len(value) != len(pairs):
+        raise ValueError("duplicate key")
+    return value
+
+
 # One decoder for every call: json.loads(raw, parse_constant=...) builds a new decoder and
 # scanner per call, more than half of its cost for small objects.
-_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
+_DECODER = json.JSONDecoder(parse_constant=_reject_constant, object_pairs_hook=_unique_keys)
 # The decoder's own C scanner (what JSONDecoder.raw_decode calls): (value, end index).
 # typeshed types its argument as a scanner; it takes any decoder-like object.
 _SCAN_ONCE = json.scanner.make_scanner(_DECODER)  # type: ignore[arg-type]
@@ -83,10 +92,12 @@ _SCAN_ONCE = json.scanner.make_scanner(_DECODER)  # type: ignore[arg-type]
 def parse_arguments(raw: str) -> object:
     """Turn a model's raw argument text into the value given to the runtime.
 
-    ``""`` becomes a new empty ``dict``; valid JSON (without ``NaN``/``Infinity``) becomes
-    the parsed value, whatever its type; anything else (malformed JSON, a rejected constant,
-    nesting too deep for the parser) is returned unchanged as the raw string. Nothing else
-    is checked: the runtime's argument snapshot and the tool's own validation decide.
+    ``""`` becomes a new empty ``dict``; valid JSON (without ``NaN``/``Infinity`` and without
+    a key given twice in one object) becomes the parsed value, whatever its type; anything
+    else (malformed JSON, a rejected constant, a repeated key, nesting too deep for the
+    parser) is returned unchanged as the raw string, for the tool's validation to explain.
+    Nothing else is checked: the runtime's argument snapshot and the tool's own validation
+    decide.
 
     Args:
         raw: The argument text.

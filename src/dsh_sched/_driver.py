@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, TypeAlias, final
 
 import trio
 
-from dsh_tools import AbortError, ExecutionMode, ToolCall, error_result
+from dsh_tools import AbortError, ExecutionMode, ToolCall, ToolDeniedError, error_result
 from dsh_tools.lowlevel import (
     NeedsFinalize,
     NeedsFinish,
@@ -26,6 +26,7 @@ from dsh_tools.lowlevel import (
     dispatch_in_abort_scope,
     finalize,
     finish,
+    finished_result,
     prepare,
 )
 
@@ -51,7 +52,11 @@ if TYPE_CHECKING:
     from ._calls import ModelToolCall
     from ._sinks import Sink
 
-__all__ = ["Driver", "is_cancellation", "leaves"]
+__all__ = ["HELD_LIMIT", "Driver", "is_cancellation", "leaves"]
+
+#: With ``keep_results=False``, how many committed calls may wait for a running iteration
+#: before the driver waits for it to read (decision 35).
+HELD_LIMIT = 1024
 
 _log = logging.getLogger("dsh_sched")
 
@@ -65,9 +70,26 @@ class _Halt(Exception):
 
 
 @cache
-def _synthetic_result() -> ToolResult:
-    # Immutable, so one object serves every synthetic pair of every batch.
+def _plain_synthetic_result() -> ToolResult:
+    # Immutable, so one object serves every synthetic pair of every batch with no reason.
     return error_result(AbortError("ABORTED_BEFORE_DISPATCH"))
+
+
+def _synthetic_result(reason: object) -> ToolResult:
+    """``ABORTED_BEFORE_DISPATCH`` with the batch Abort's reason in its texts (§6 step 4)."""
+    if isinstance(reason, str) and reason:
+        return error_result(AbortError("ABORTED_BEFORE_DISPATCH", reason))
+    return _plain_synthetic_result()
+
+
+def _scope_closed_result(scope: Scope) -> ToolResult:
+    name = "" if scope.name is None else f' "{scope.name}"'
+    return error_result(
+        ToolDeniedError(
+            f"the batch's scope{name} was closed before this call started; "
+            "nothing runs in a closed scope's name"
+        )
+    )
 
 
 def leaves(exc: BaseException) -> list[BaseException]:
@@ -157,11 +179,14 @@ class Driver:
         "pending_call",
         "pending_index",
         "plan",
+        "reader_waiter",
         "results",
         "root_call_id",
         "runtime",
         "scope",
         "sink",
+        "timeout",
+        "timer_scope",
         "waiter",
     )
 
@@ -178,6 +203,7 @@ class Driver:
         parent: ExecutionToken | None,
         root_call_id: str | None,
         keep_results: bool,
+        timeout: float | None = None,
     ) -> None:
         self.runtime = runtime
         self.calls = calls
@@ -189,6 +215,10 @@ class Driver:
         self.parent = parent
         self.root_call_id = root_call_id
         self.keep = keep_results
+        self.timeout = timeout
+        #: The timer's scope (see time_out), made here so that a driver that ends before
+        #: the timer task first runs still stops it.
+        self.timer_scope: trio.CancelScope | None = None if timeout is None else trio.CancelScope()
         self.plan = BatchPlan(len(calls))
         self.group: _Group | None = None
         self.group_mode: ExecutionMode | None = None
@@ -212,6 +242,8 @@ class Driver:
         #: With keep_results=False, what the running iteration has not read yet; ``None``
         #: while no iteration runs, so nothing is held then.
         self.held: collections.deque[CommittedCall] | None = None
+        #: The driver, parked until the iteration reads (keep_results=False backpressure).
+        self.reader_waiter = _Waiter()
         self.iter_waiter = _Waiter()
         self.waiter = _Waiter()
         self.contexts: list[UserMessage] = []
@@ -240,8 +272,11 @@ class Driver:
             return
         finally:
             # Whatever ended the driver, the host of the shared-scope nursery may go: it
-            # leaves once its running dispatch tasks have.
+            # leaves once its running dispatch tasks have. So may the timer: once the
+            # driver has ended, the batch has nothing left to time out.
             self._close_host()
+            if self.timer_scope is not None:
+                self.timer_scope.cancel()
         # Completed, or stopped by an internal failure: either way the batch delivers
         # nothing more, so the iteration can end now.
         self.end_iteration()
@@ -267,24 +302,30 @@ class Driver:
                 parallel=not exclusive,
                 max_parallel=self.max_parallel,
             )
-            self.group = group
-            self.group_mode = mode
             if self.host_waiter is None and group.overlaps():
                 # Bodies will run side by side: from now on they share one abort scope.
+                # Starting its host is a checkpoint, and a task woken there may change the
+                # registry: classify the head again, so that a call always starts under
+                # the mode it was classified as with no checkpoint in between (§4.2).
                 assert self.nursery is not None
                 await self.nursery.start(self._host)
+                continue
+            self.group = group
+            self.group_mode = mode
             await self._run_group(group, mode)
             plan.advance(group.to_start)
             self.group = None
             if group.observed_abort:
                 break
-        self._synthesize(bookkeeping=False)
+        while not self._synthesize(bookkeeping=False):
+            await self._wait_for_reader()
         self._deliver_contexts(bookkeeping=False)
         self.final = BatchOutcome(
             results=tuple(self.results) if self.keep else (),
             additional_contexts=tuple(self.contexts),
             concludes_turn=self.concluded,
             aborted=abort.aborted,
+            abort_reason=abort.reason,
         )
         self.done = True
 
@@ -350,9 +391,12 @@ class Driver:
             if group.ready() is not None:  # most starts leave nothing to commit yet
                 await self._commit_ready(group, mode)
 
-    async def _start(
+    @trio.lowlevel.enable_ki_protection
+    def _begin(
         self, group: _Group, index: int, tool_call: ToolCall, mode: ExecutionMode
-    ) -> None:
+    ) -> tuple[ToolExecution, int]:
+        # create(), the plan's record and on_call as one step: a KeyboardInterrupt cannot
+        # land between them, so a started call always has its on_call (§4.2 step 2).
         execution = create(self.runtime, tool_call)
         gi = group.started(execution)
         # The call is started: from here on it gets its result from the runtime or from
@@ -369,6 +413,18 @@ class Driver:
                     synthetic=False,
                 )
             )
+        return execution, gi
+
+    async def _start(
+        self, group: _Group, index: int, tool_call: ToolCall, mode: ExecutionMode
+    ) -> None:
+        execution, gi = self._begin(group, index, tool_call, mode)
+        scope = self.scope
+        if scope is not None and scope.closed:
+            # Fail closed (decision 34): the scope's restrictions and guards are gone with
+            # it, so nothing may run on its behalf any more.
+            group.store(gi, NeedsFinish(execution, _scope_closed_result(scope)))
+            return
         step = await prepare(execution)
         # A failure recorded while prepare was awaited leaves this call undispatched
         # (scheduler.md §13 example 5).
@@ -423,17 +479,50 @@ class Driver:
         # result waits behind a slow earlier one.
         while (step := group.ready()) is not None:
             if isinstance(step, NeedsFinalize):
-                result = await finalize(step)
+                try:
+                    result = await finalize(step)
+                except BaseException as exc:
+                    self._commit_interrupted(group, mode, step, exc)
+                    raise
                 # A finalize that completed after a failure was recorded is not recorded.
                 if self.failure is not None:
                     raise _Halt
                 self._commit(group, mode, result)
             else:
                 self._finish_and_commit(group, mode, step)
+            if self.held is not None and len(self.held) >= HELD_LIMIT:
+                await self._wait_for_reader()
+
+    async def _wait_for_reader(self) -> None:
+        """Backpressure (decision 35): with ``keep_results=False`` and an iteration running,
+        at most :data:`HELD_LIMIT` committed calls wait for the reader; the driver parks
+        until it has read (or stopped iterating), so a long batch holds bounded memory."""
+        while (held := self.held) is not None and len(held) >= HELD_LIMIT:
+            await self.reader_waiter.wait()
+            if self.failure is not None:
+                raise _Halt
 
     @trio.lowlevel.enable_ki_protection
     def _finish_and_commit(self, group: _Group, mode: ExecutionMode, step: NeedsFinish) -> None:
-        self._commit(group, mode, finish(step.execution, step.result))
+        try:
+            result = finish(step.execution, step.result)
+        except BaseException as exc:
+            self._commit_interrupted(group, mode, step, exc)
+            raise
+        self._commit(group, mode, result)
+
+    def _commit_interrupted(
+        self, group: _Group, mode: ExecutionMode, step: _Step, exc: BaseException
+    ) -> None:
+        """A finalizer or a result observer raised ``exc``, a ``KeyboardInterrupt`` say, out of
+        stage 4: the call is finished all the same, so commit the result it was finished
+        with before ``exc`` goes on (an ``Exception`` is an internal failure: nothing more
+        is committed, §8)."""
+        if isinstance(exc, Exception):
+            return
+        result = finished_result(step.execution)
+        if result is not None:
+            self._commit(group, mode, result)
 
     @trio.lowlevel.enable_ki_protection
     def _commit(self, group: _Group, mode: ExecutionMode, result: ToolResult) -> None:
@@ -502,10 +591,16 @@ class Driver:
             return None
         return exc
 
-    def _synthesize(self, *, bookkeeping: bool) -> None:
+    def _synthesize(self, *, bookkeeping: bool) -> bool:
+        """Record a synthetic pair for every call not started (§6 step 4).
+
+        Returns ``False`` when it stopped early for the reader (see
+        :meth:`_wait_for_reader`; never during the bookkeeping, which must not await).
+        """
         plan = self.plan
         sink = self.sink
-        result = _synthetic_result()
+        # One object for every synthetic pair of this batch: the reason cannot change.
+        result = _synthetic_result(self.abort.reason)
         number = self.number
         while (index := plan.take_unstarted()) is not None:
             call = self.calls[index]
@@ -535,6 +630,9 @@ class Driver:
             self._accept(index, call, result, None, True)
             if interrupted is not None:
                 raise interrupted
+            if not bookkeeping and (held := self.held) is not None and len(held) >= HELD_LIMIT:
+                return False
+        return True
 
     def _deliver_contexts(self, *, bookkeeping: bool) -> None:
         sink = self.sink
@@ -570,7 +668,8 @@ class Driver:
                 group.committed()
                 call = self.calls[index]
                 try:
-                    result = finish(
+                    # Finished already when stage 4 itself was interrupted: keep that result.
+                    result = finished_result(execution) or finish(
                         execution,
                         cancelled_result(execution, None if step is None else step.result),
                     )
@@ -596,6 +695,21 @@ class Driver:
             self.group = None
         self._synthesize(bookkeeping=True)
         self._deliver_contexts(bookkeeping=True)
+
+    # -- the batch timeout (scheduler.md §2.1) --------------------------------------------
+
+    @trio.lowlevel.enable_ki_protection
+    async def time_out(self, deadline: float) -> None:
+        """Fire the batch Abort at ``deadline`` unless the driver has ended by then.
+
+        KI-protected: a KeyboardInterrupt is delivered to an unprotected task instead, never
+        to this one, whose only job is a sleep.
+        """
+        assert self.timer_scope is not None
+        assert self.timeout is not None
+        with self.timer_scope:
+            await trio.sleep_until(deadline)
+            self.abort.abort(f"batch timeout after {format(self.timeout, 'g')} s")
 
     # -- the shared abort scope (runtime.md §7.4's equivalent mechanism) -------------------
 

@@ -66,9 +66,12 @@ class BatchOutcome:
         additional_contexts: Every committed result's contexts, in commit order.
         concludes_turn: The OR of ``concludes_turn`` over the committed results.
         aborted: Whether the batch ``Abort`` had fired when the batch ended.
+        abort_reason: That ``Abort``'s reason (``"batch timeout after 0.3 s"`` for the
+            batch's own ``timeout=``); ``None`` when the batch was not aborted.
     """
 
     results: tuple[CommittedCall, ...]
     additional_contexts: tuple[UserMessage, ...]
     concludes_turn: bool
     aborted: bool
+    abort_reason: object = None

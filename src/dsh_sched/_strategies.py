@@ -52,6 +52,7 @@ import trio
 from hypothesis import strategies as st
 
 from dsh_tools import (
+    ABORTED,
     Abort,
     Ask,
     Block,
@@ -68,7 +69,7 @@ from dsh_tools import (
 from ._batch import open_batch
 from ._calls import ModelToolCall, parse_arguments
 from ._outcome import BatchOutcome, CommittedCall
-from ._trace import TraceRecorder, check_trace
+from ._trace import TraceEvent, TraceRecorder, check_trace
 
 if TYPE_CHECKING:
     from collections.abc import Collection, Sequence
@@ -243,6 +244,7 @@ class ScenarioRun:
         problems: What the run's monitor saw go wrong at ``on_call`` time: a call started
             after the batch ``Abort`` fired (§6), or under a mode other than the one it
             classifies as at that moment (§4.2).
+        aborted_at: When the batch ``Abort`` fired (``trio.current_time()``), or ``None``.
     """
 
     events: tuple[Any, ...]
@@ -254,6 +256,7 @@ class ScenarioRun:
     iterated: tuple[CommittedCall, ...] | None
     max_parallel: int
     problems: tuple[str, ...] = ()
+    aborted_at: float | None = None
 
 
 # -- strategies -------------------------------------------------------------------------
@@ -808,6 +811,14 @@ async def run_checked(
         await trio.sleep_until(start + at)
         scope.cancel()
 
+    aborted_at: float | None = None
+
+    async def note_abort() -> None:
+        # Whoever fires it (a timer, the block's exception, a tool): when it happened.
+        nonlocal aborted_at
+        await abort.wait()
+        aborted_at = trio.current_time()
+
     with trio.CancelScope() as outer:
         # At 0.0, before the batch starts: done here, in order, rather than by timers that
         # would race the batch's first tasks.
@@ -816,6 +827,7 @@ async def run_checked(
         if cancel_at == 0.0:
             outer.cancel()
         async with trio.open_nursery() as timers:
+            timers.start_soon(note_abort)
             if abort_at:
                 timers.start_soon(fire_abort, abort_at)
             if cancel_at:
@@ -862,10 +874,44 @@ async def run_checked(
         iterated=None if iterated is None else tuple(iterated),
         max_parallel=max_parallel,
         problems=tuple(monitor.problems),
+        aborted_at=aborted_at,
     )
     if check:
         check_scenario_run(run, ignore=ignore)
     return run
+
+
+def _completed_successes_rewritten(run: ScenarioRun) -> list[str]:
+    """Calls whose body returned before the Abort fired but that were committed ``ABORTED``."""
+    aborted_at = run.aborted_at
+    if run.outcome is None or aborted_at is None:
+        return []
+    tokens: dict[int | None, ExecutionToken | None] = {}
+    last_end: dict[ExecutionToken | None, TraceEvent] = {}
+    for event in run.events:
+        if event.kind == "call":
+            tokens[event.index] = event.token
+        elif event.kind == "body_end":
+            last_end[event.token] = event
+    problems = []
+    for event in run.events:
+        if event.kind != "result" or event.detail.synthetic:
+            continue
+        end = last_end.get(tokens.get(event.index))
+        error = event.detail.result.error
+        if (
+            end is not None
+            and end.detail == "returned"
+            and end.time < aborted_at
+            and error is not None
+            and error.info is not None
+            and error.info.code == ABORTED
+        ):
+            problems.append(
+                f"call {event.index}'s body returned at {end.time} before the abort at "
+                f"{aborted_at}, but its result is ABORTED (a completed success is kept)"
+            )
+    return problems
 
 
 def check_scenario_run(
@@ -874,7 +920,9 @@ def check_scenario_run(
     """Check a run's trace (:func:`check_trace`) and how the batch ended.
 
     On top of the invariants: an outcome only for a finished batch; one exception at most;
-    the iteration yielded exactly the committed calls, in order.
+    the iteration yielded exactly the committed calls, in order; and a completed success is
+    kept: a call whose body's last return came before the batch ``Abort`` fired is never
+    ``ABORTED`` (runtime.md §8.3; native cancellation aside, which leaves no outcome).
 
     Args:
         run: The run to check.
@@ -894,6 +942,7 @@ def check_scenario_run(
         ignore=ignore,
     )
     problems: list[str] = list(run.problems)
+    problems.extend(_completed_successes_rewritten(run))
     if run.outcome is not None and (run.failure or run.interrupted or run.cancelled):
         problems.append("an outcome was set although the batch did not finish")
     if run.failure is not None and run.interrupted is not None:

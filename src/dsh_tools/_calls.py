@@ -140,11 +140,14 @@ class ExecState:
     """The runtime's private, mutable state of one execution (lives in its private slot)."""
 
     __slots__ = (
+        "active",
         "body_started",
         "canonical",
+        "completed",
         "concluded",
         "ctx_active",
         "deferred",
+        "final",
         "finalizer",
         "lossless",
         "runtime",
@@ -156,11 +159,19 @@ class ExecState:
         self.runtime = runtime
         self.stage = Stage.CREATED
         self.body_started = False
+        #: The body's last return was a success, returned before the Abort fired: the Abort
+        #: never rewrites it (runtime.md §8.3, a "completed success").
+        self.completed = False
         self.concluded = False
         self.ctx_active = True
         self.deferred: list[UserMessage] | None = None
         self.canonical: list[ToolResult] | None = None
         self.finalizer: Any = None
+        #: A stage's frame (prepare, dispatch, finalize's post hooks) is running: a hook,
+        #: guard, wrapper or body calling lowlevel.finish on its own call is refused.
+        self.active = False
+        #: The result stage 4 recorded (lowlevel.finished_result); None until then.
+        self.final: ToolResult | None = None
         self.stage0_error: ToolResult | None = None
         #: The last success built from a value: known lossless, so stage 4 skips its check.
         self.lossless: ToolResult | None = None

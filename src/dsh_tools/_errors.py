@@ -5,6 +5,8 @@ from __future__ import annotations
 import enum
 from typing import TYPE_CHECKING, Final
 
+from ._json import is_lossless_str
+
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
@@ -14,6 +16,7 @@ __all__ = [
     "CODE_RUN_FAILED",
     "INVALID_ARGS",
     "INVALID_TOOL_OUTPUT",
+    "TOOL_DENIED",
     "TOOL_TIMEOUT",
     "UNKNOWN_TOOL",
     "AbortError",
@@ -22,6 +25,7 @@ __all__ = [
     "HarnessError",
     "JsonSchemaError",
     "ToolArgsError",
+    "ToolDeniedError",
     "ToolNotFoundError",
     "ToolOutputError",
     "ToolTimeoutError",
@@ -32,7 +36,7 @@ __all__ = [
 class ErrorCode(enum.StrEnum):
     """The stable error codes the library itself produces.
 
-    Codes of user :class:`HarnessError` instances are free-form strings; these seven are the
+    Codes of user :class:`HarnessError` instances are free-form strings; these eight are the
     ones a caller can rely on from the runtime, the scheduler and the policies.
     """
 
@@ -42,6 +46,7 @@ class ErrorCode(enum.StrEnum):
     TOOL_TIMEOUT = "TOOL_TIMEOUT"
     ABORTED = "ABORTED"
     ABORTED_BEFORE_DISPATCH = "ABORTED_BEFORE_DISPATCH"
+    TOOL_DENIED = "TOOL_DENIED"
     CODE_RUN_FAILED = "CODE_RUN_FAILED"
 
 
@@ -51,6 +56,7 @@ INVALID_TOOL_OUTPUT: Final = ErrorCode.INVALID_TOOL_OUTPUT
 TOOL_TIMEOUT: Final = ErrorCode.TOOL_TIMEOUT
 ABORTED: Final = ErrorCode.ABORTED
 ABORTED_BEFORE_DISPATCH: Final = ErrorCode.ABORTED_BEFORE_DISPATCH
+TOOL_DENIED: Final = ErrorCode.TOOL_DENIED
 CODE_RUN_FAILED: Final = ErrorCode.CODE_RUN_FAILED
 
 
@@ -162,23 +168,60 @@ _ABORT_MESSAGES: Final = {
 class AbortError(HarnessError):
     """A call was aborted: ``ABORTED`` (its body had started) or ``ABORTED_BEFORE_DISPATCH``.
 
+    When ``reason`` is a non-empty ``str`` it is appended to the message after ``": "``, so
+    a model learns why its call was cut short; any other reason (``None``, ``""``, an
+    object, or text with a lone surrogate, which no result may carry) leaves the message as
+    it is. ``.reason`` holds the reason as given.
+
+    Example:
+        >>> str(AbortError("ABORTED", "turn timeout after 30 s"))
+        'tool call aborted: turn timeout after 30 s'
+        >>> str(AbortError("ABORTED_BEFORE_DISPATCH", ValueError("x")))
+        'tool call aborted before dispatch'
+
     Raises:
         ValueError: for any other code.
     """
 
-    def __init__(self, code: str) -> None:
+    def __init__(self, code: str, reason: object = None) -> None:
         try:
             message = _ABORT_MESSAGES[code]  # type: ignore[index]
         except (KeyError, TypeError):
             raise ValueError(
                 f"AbortError code must be ABORTED or ABORTED_BEFORE_DISPATCH, got {code!r}"
             ) from None
-        Exception.__init__(self, code)
+        Exception.__init__(self, code, reason)
         self.code = ErrorCode(code)
+        self.reason = reason
+        if isinstance(reason, str) and reason and is_lossless_str(reason):
+            message = f"{message}: {reason}"
         self._message = message
 
     def __str__(self) -> str:
         return self._message
+
+
+class ToolDeniedError(HarnessError):
+    """A policy denied a call (code ``TOOL_DENIED``): a pre-execute ``Deny``, a guard, or an
+    unsuccessful approval.
+
+    The pipeline builds it for every denial, so a user interface can tell a policy decision
+    from a failure by ``result.error.info.code`` alone. ``str(exc)`` is the reason exactly as
+    given (even ``""``).
+
+    Example:
+        >>> exc = ToolDeniedError("writes are disabled")
+        >>> str(exc), exc.code
+        ('writes are disabled', <ErrorCode.TOOL_DENIED: 'TOOL_DENIED'>)
+    """
+
+    def __init__(self, reason: str) -> None:
+        Exception.__init__(self, reason)
+        self.code = ErrorCode.TOOL_DENIED
+        self.reason = reason
+
+    def __str__(self) -> str:
+        return str(self.reason)
 
 
 class CodeRunFailedError(HarnessError):

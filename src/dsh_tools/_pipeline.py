@@ -21,9 +21,10 @@ from ._calls import ExecState, Stage, ToolCall, ToolExecution, ToolRunContext
 from ._content import ImageContent, TextContent
 from ._decisions import UNSET, Accept, Allow, Ask, Block, Deny
 from ._definition import close_awaitable
-from ._errors import ToolNotFoundError, ToolOutputError, normalize_message
+from ._errors import ErrorCode, ToolNotFoundError, ToolOutputError, normalize_message
 from ._json import freeze_json
 from ._results import (
+    ErrorInfo,
     ToolError,
     ToolResult,
     aborted_result,
@@ -53,6 +54,7 @@ __all__ = [
     "execute",
     "finalize",
     "finish",
+    "finished_result",
     "is_cancellation",
 ]
 
@@ -145,45 +147,51 @@ async def prepare(execution: ToolExecution) -> ReadyToDispatch | NeedsFinalize |
     if state.stage != Stage.CREATED:
         raise RuntimeError("execution is not ready for prepare")
     state.stage = Stage.PREPARING
-    # The caller's own cancellation is noticed before check A (runtime.md §7.2 step 1).
-    await trio.lowlevel.checkpoint_if_cancelled()
-    if state.stage0_error is not None:
-        return _needs_finish(state, execution, state.stage0_error)
-    abort = execution.abort
-    if abort._aborted:  # check A
-        return _needs_finish(state, execution, aborted_result(False))
-    registry = state.runtime._registry
-    scope = execution.scope
-    if scope is None and not registry.global_owner.guards:
-        hooks = registry.global_owner.fns["pre"]
-        if not hooks:
-            # Nothing can deny or await, so the Abort cannot have fired since check A.
-            state.stage = Stage.READY
-            return ReadyToDispatch(execution)
+    state.active = True  # stage 1 runs: finish() refuses its call until it ends
     try:
-        hooks = registry.hooks("pre", scope)
-        decision = await _run_pre(hooks, 0, execution) if hooks else _ALLOW
-        denial: str | None
-        if type(decision) is Ask:
-            denial, cancelled = await resolve_ask(
-                state.runtime.approval, execution, decision.reason
-            )
-            if cancelled and _fired(abort):  # check B
-                return _needs_finalize(state, execution, aborted_result(False))
-        elif type(decision) is Deny:
-            denial = decision.reason
-        else:
-            denial = None
-        if denial is None:
-            denial = _evaluate_guards(registry, execution)
-        if denial is not None:
-            return _needs_finalize(state, execution, _denial_result(denial))
-        if _fired(abort):  # check C
-            return _needs_finalize(state, execution, aborted_result(False))
-    except Exception as exc:
-        return _needs_finish(state, execution, error_result(exc))
-    state.stage = Stage.READY
-    return ReadyToDispatch(execution)
+        # The caller's own cancellation is noticed before check A (runtime.md §7.2 step 1).
+        await trio.lowlevel.checkpoint_if_cancelled()
+        if state.stage0_error is not None:
+            return _needs_finish(state, execution, state.stage0_error)
+        abort = execution.abort
+        if abort._aborted:  # check A
+            return _needs_finish(state, execution, aborted_result(False, (), abort._reason))
+        registry = state.runtime._registry
+        scope = execution.scope
+        if scope is None and not registry.global_owner.guards:
+            hooks = registry.global_owner.fns["pre"]
+            if not hooks:
+                # Nothing can deny or await, so the Abort cannot have fired since check A.
+                state.stage = Stage.READY
+                return ReadyToDispatch(execution)
+        try:
+            hooks = registry.hooks("pre", scope)
+            decision = await _run_pre(hooks, 0, execution) if hooks else _ALLOW
+            denial: str | None
+            if type(decision) is Ask:
+                denial, cancelled = await resolve_ask(
+                    state.runtime.approval, execution, decision.reason
+                )
+                if cancelled and _fired(abort):  # check B
+                    return _needs_finalize(
+                        state, execution, aborted_result(False, (), abort._reason)
+                    )
+            elif type(decision) is Deny:
+                denial = decision.reason
+            else:
+                denial = None
+            if denial is None:
+                denial = _evaluate_guards(registry, execution)
+            if denial is not None:
+                return _needs_finalize(state, execution, _denial_result(denial))
+            if _fired(abort):  # check C
+                return _needs_finalize(state, execution, aborted_result(False, (), abort._reason))
+        except Exception as exc:
+            return _needs_finish(state, execution, error_result(exc))
+        state.stage = Stage.READY
+        return ReadyToDispatch(execution)
+    finally:
+        state.active = False
 
 
 def _fired(abort: Abort) -> bool:
@@ -204,9 +212,16 @@ def _needs_finalize(
     return NeedsFinalize(execution, result)
 
 
+_DENIED_INFO: Final = ErrorInfo("ToolDeniedError", ErrorCode.TOOL_DENIED)
+
+
 def _denial_result(reason: str) -> ToolResult:
+    # error_result(ToolDeniedError(reason)), without the empty-message normalization: a
+    # denial's message is its reason exactly as given, even "" (runtime.md §7.2 step 7).
     return ToolResult._trusted(
-        is_error=True, content=(TextContent("Error: " + reason),), error=ToolError(reason)
+        is_error=True,
+        content=(TextContent("Error: " + reason),),
+        error=ToolError(reason, _DENIED_INFO),
     )
 
 
@@ -258,6 +273,7 @@ async def dispatch(step: ReadyToDispatch) -> NeedsFinalize | NeedsFinish:
     state = execution._state
     _require(state, Stage.READY, "dispatch")
     state.stage = Stage.DISPATCHING
+    state.active = True
     try:
         hooks = state.runtime._registry.hooks("execute", execution.scope)
         if hooks:
@@ -270,7 +286,7 @@ async def dispatch(step: ReadyToDispatch) -> NeedsFinalize | NeedsFinish:
         # A wrapper failed (or normalization did): final, and the deferred contexts go.
         return _needs_finish(state, execution, error_result(exc))
     finally:
-        state.ctx_active = False
+        state.ctx_active = state.active = False
     return _dispatched(state, execution, result)
 
 
@@ -283,8 +299,9 @@ def _dispatch_tail(state: ExecState, execution: ToolExecution, result: ToolResul
     deferred = state.deferred
     if deferred:
         result = replace_contexts(result, (*deferred, *result.additional_contexts))
-    if execution.abort._aborted and not result.is_error:  # check F
-        result = aborted_result(state.body_started, result.additional_contexts)
+    abort = execution.abort
+    if abort._aborted and not result.is_error and not state.completed:  # check F
+        result = aborted_result(state.body_started, result.additional_contexts, abort._reason)
     return result
 
 
@@ -356,13 +373,15 @@ async def _dispatch_shared(
         # path: hand the call back, still ready, for dispatch() outside the shared scope.
         state.stage = Stage.READY
         return ReadyToDispatch(execution)
+    # Only while this frame runs (a coroutine never run leaves the call finishable).
+    state.active = True
     abort = execution.abort
     try:
         # Check D1, then the live definition (as _run_body does).
         defn: Any = None if abort._aborted else registry.resolve(execution.name, scope)
         if defn is None:
             if _fired(abort):
-                result = aborted_result(False)
+                result = aborted_result(False, (), abort._reason)
             else:
                 result = error_result(ToolNotFoundError(execution.name))
         else:
@@ -370,6 +389,7 @@ async def _dispatch_shared(
             # saw unfired with no checkpoint since: only an enclosing scope can raise here.
             await trio.lowlevel.checkpoint_if_cancelled()
             state.body_started = True
+            state.completed = False
             try:
                 value = await defn.execute(execution.arguments, ToolRunContext._make(execution))
             except Exception as exc:
@@ -381,7 +401,7 @@ async def _dispatch_shared(
                 # What the per-call scope would have absorbed. (If the caller's scope is
                 # cancelled too, its Cancelled reaches the driver at its next checkpoint, and
                 # the cancellation bookkeeping turns this ABORTED into the same ABORTED.)
-                result = aborted_result(True)
+                result = aborted_result(True, (), abort._reason)
             except BaseExceptionGroup as group:
                 if not _fired(abort):
                     raise
@@ -390,7 +410,7 @@ async def _dispatch_shared(
                 # not an Exception.
                 rest = group.split(trio.Cancelled)[1]
                 if rest is None:
-                    result = aborted_result(True)
+                    result = aborted_result(True, (), abort._reason)
                 elif isinstance(rest, Exception):
                     result = error_result(rest)
                 else:
@@ -400,7 +420,7 @@ async def _dispatch_shared(
     except Exception as exc:
         return _needs_finish(state, execution, error_result(exc))
     finally:
-        state.ctx_active = False
+        state.ctx_active = state.active = False
     if state.deferred or _fired(abort):
         result = _dispatch_tail(state, execution, result)
     return _needs_finalize(state, execution, result)
@@ -447,8 +467,10 @@ def _body_outcome(
         result = build_success(defn, execution, state, value)
     except ToolOutputError as exc:
         return error_result(exc)
-    if _fired(execution.abort):  # check E
-        return aborted_result(True)
+    abort = execution.abort
+    if _fired(abort):  # check E: returned after the Abort fired, so not completed
+        return aborted_result(True, (), abort._reason)
+    state.completed = True
     return result
 
 
@@ -457,7 +479,7 @@ async def _run_body(execution: ToolExecution) -> ToolResult:
     state = execution._state
     abort = execution.abort
     if abort._aborted:  # check D1
-        return aborted_result(False)
+        return aborted_result(False, (), abort._reason)
     defn = state.runtime._registry.resolve(execution.name, execution.scope)
     if defn is None:
         return error_result(ToolNotFoundError(execution.name))
@@ -474,6 +496,8 @@ async def _run_body(execution: ToolExecution) -> ToolResult:
             # raises here, before the body.
             await trio.lowlevel.checkpoint_if_cancelled()
             state.body_started = True
+            # Only the body's last return counts (a wrapper may call call_next() again).
+            state.completed = False
             try:
                 value = await defn.execute(execution.arguments, ToolRunContext._make(execution))
             except Exception as exc:
@@ -487,7 +511,7 @@ async def _run_body(execution: ToolExecution) -> ToolResult:
         scopes.pop(cancel_scope, None)
     if value is _NO_VALUE:
         # The per-call scope absorbed the Cancelled the Abort caused.
-        return aborted_result(True)
+        return aborted_result(True, (), abort._reason)
     return _body_outcome(state, execution, defn, value)
 
 
@@ -620,7 +644,7 @@ async def execute(runtime: ToolRuntime, call: ToolCall) -> ToolResult:
             if type(step) is NeedsFinalize:
                 result = await finalize(step)
             else:
-                result = finish(execution, held)
+                result = _finish(execution, held)
         else:
             state.stage = Stage.PREPARING
             # The caller's own cancellation is noticed before check A (runtime.md §7.2 step
@@ -628,11 +652,12 @@ async def execute(runtime: ToolRuntime, call: ToolCall) -> ToolResult:
             await trio.lowlevel.checkpoint_if_cancelled()
             if execution.abort._aborted:  # check A: final
                 state.stage = Stage.NEEDS_FINISH
-                result = finish(execution, aborted_result(False))
+                result = _finish(execution, aborted_result(False, (), execution.abort._reason))
             else:
                 # Stage 2 with no wrapper: _run_body's steps. No checkpoint since check A,
                 # so check D1 cannot fire.
                 state.stage = Stage.DISPATCHING
+                state.active = True
                 try:
                     defn: Any = runtime._registry.resolve(execution.name, None)
                     value: Any = _NO_VALUE
@@ -668,10 +693,10 @@ async def execute(runtime: ToolRuntime, call: ToolCall) -> ToolResult:
                             final = error_result(exc)
                 finally:
                     # Stage 2 is over, however it ended (dispatch() does the same).
-                    state.ctx_active = False
+                    state.ctx_active = state.active = False
                 if final is not None:
                     state.stage = Stage.NEEDS_FINISH
-                    result = finish(execution, final)
+                    result = _finish(execution, final)
                 else:
                     held = result
                     state.stage = Stage.NEEDS_FINALIZE
@@ -681,13 +706,13 @@ async def execute(runtime: ToolRuntime, call: ToolCall) -> ToolResult:
                         # No post hook: check G would ask check F's question again, with
                         # nothing run since.
                         state.stage = Stage.FINALIZING
-                        result = finish(execution, result)
+                        result = _finish(execution, result)
     except BaseException as exc:
         # Native cancellation: finish the call with its cancellation result (observers
         # run, no blocking), then let the same Cancelled go on. KeyboardInterrupt and
         # friends propagate at once, with no result.
         if is_cancellation(exc) and state.stage != Stage.FINISHED:
-            finish(execution, cancelled_result(execution, held))
+            _finish(execution, cancelled_result(execution, held))
         raise
     await trio.lowlevel.cancel_shielded_checkpoint()
     return result
@@ -706,7 +731,7 @@ def _unhooked_dispatch_result(
         result = outcome
     elif value is _NO_VALUE:
         # The per-call scope absorbed the Cancelled the Abort caused.
-        result = aborted_result(True)
+        result = aborted_result(True, (), execution.abort._reason)
     else:
         assert defn is not None
         result = _body_outcome(state, execution, defn, value)
@@ -732,15 +757,20 @@ async def finalize(step: NeedsFinalize) -> ToolResult:
     scope = execution.scope
     hooks = registry.global_owner.fns["post"] if scope is None else registry.hooks("post", scope)
     if hooks:
+        state.active = True
         try:
             decision = await _run_post(hooks, 0, execution, result)
             result = _apply_post(state, execution, result, decision)
         except Exception as exc:
             # The error wins: no cancellation override (runtime.md §7.5 step 5).
-            return finish(execution, error_result(exc))
-    if execution.abort._aborted and not result.is_error:  # check G
-        result = aborted_result(state.body_started, result.additional_contexts)
-    return finish(execution, result)
+            state.active = False
+            return _finish(execution, error_result(exc))
+        finally:
+            state.active = False
+    abort = execution.abort
+    if abort._aborted and not result.is_error and not state.completed:  # check G
+        result = aborted_result(state.body_started, result.additional_contexts, abort._reason)
+    return _finish(execution, result)
 
 
 async def _run_post(
@@ -800,9 +830,22 @@ def finish(execution: ToolExecution, result: ToolResult) -> ToolResult:
     Returns the final result: the very object the observers received.
 
     Raises:
-        RuntimeError: ``execution already finished``.
+        RuntimeError: ``execution already finished``; or the execution is still running a
+            stage (a hook, guard, wrapper or body called ``finish`` on its own call, which
+            the pipeline will finish itself).
         TypeError: ``result`` is not a ``ToolResult``.
     """
+    state = execution._state
+    if state.active:
+        raise RuntimeError(
+            "execution is still running; only its driver may finish it, once the stage "
+            "it is in has returned (a hook, guard, wrapper or body cannot finish its own call)"
+        )
+    return _finish(execution, result)
+
+
+def _finish(execution: ToolExecution, result: ToolResult) -> ToolResult:
+    # Stage 4 without the running check: for the stages themselves.
     state = execution._state
     if state.stage == Stage.FINISHED:
         raise RuntimeError("execution already finished")
@@ -812,10 +855,13 @@ def finish(execution: ToolExecution, result: ToolResult) -> ToolResult:
     state.ctx_active = False
     if result is not state.lossless and not result_strings_lossless(result):
         result = error_result(TypeError(_RESULT_NOT_LOSSLESS))
+    # Recorded before user code runs: if a finalizer or an observer raises a BaseException
+    # out of here, the driver still knows the call's result (finished_result()).
+    state.final = result
     finalizer = state.finalizer
     if finalizer is not None:
         state.finalizer = None
-        result = _run_finalizer(finalizer, execution, result)
+        result = state.final = _run_finalizer(finalizer, execution, result)
     registry = state.runtime._registry
     scope = execution.scope
     observers = (
@@ -824,6 +870,23 @@ def finish(execution: ToolExecution, result: ToolResult) -> ToolResult:
     for observer in observers:
         _notify(observer, execution, result)
     return result
+
+
+def finished_result(execution: ToolExecution) -> ToolResult | None:
+    """The result ``execution`` was finished with, or ``None`` if it is not finished.
+
+    A finalizer or a result observer may raise a ``BaseException`` (``KeyboardInterrupt``,
+    ``SystemExit``) out of :func:`finish`: the execution is finished by then, and a driver
+    that must record one result per call reads it here rather than finishing it again.
+
+    Raises:
+        TypeError: ``execution`` is not a ``ToolExecution``.
+    """
+    if type(execution) is not ToolExecution:
+        raise TypeError(
+            f"finished_result() expects a ToolExecution, got {type(execution).__name__}"
+        )
+    return execution._state.final
 
 
 def _run_finalizer(
@@ -887,10 +950,12 @@ def cancelled_result(execution: ToolExecution, result: ToolResult | None = None)
             )
         if result.is_error:
             return result
-        return aborted_result(state.body_started, result.additional_contexts)
+        return aborted_result(
+            state.body_started, result.additional_contexts, execution.abort._reason
+        )
     if state.stage0_error is not None:
         return state.stage0_error
-    return aborted_result(state.body_started, state.deferred_contexts())
+    return aborted_result(state.body_started, state.deferred_contexts(), execution.abort._reason)
 
 
 def is_cancellation(exc: BaseException) -> bool:

@@ -241,8 +241,21 @@ _ABORTED = _build_aborted(ErrorCode.ABORTED)
 _ABORTED_BEFORE_DISPATCH = _build_aborted(ErrorCode.ABORTED_BEFORE_DISPATCH)
 
 
-def aborted_result(body_started: bool, contexts: tuple[UserMessage, ...] = ()) -> ToolResult:
-    """The cancellation result (runtime.md §8.1), carrying ``contexts``."""
+def aborted_result(
+    body_started: bool, contexts: tuple[UserMessage, ...] = (), reason: object = None
+) -> ToolResult:
+    """The cancellation result (runtime.md §8.1), carrying ``contexts``.
+
+    ``reason`` is the ``Abort``'s reason: a non-empty ``str`` is appended to the texts
+    (as :class:`AbortError` decides).
+    """
+    if isinstance(reason, str) and reason:
+        result = error_result(
+            AbortError(
+                ErrorCode.ABORTED if body_started else ErrorCode.ABORTED_BEFORE_DISPATCH, reason
+            )
+        )
+        return replace_contexts(result, contexts) if contexts else result
     base = _ABORTED if body_started else _ABORTED_BEFORE_DISPATCH
     if not contexts:
         # A fresh object per call: observers and callers may rely on identity per execution.

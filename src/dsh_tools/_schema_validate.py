@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Any, Final, TypeAlias, final
 
 from ._json import FrozenDict, JsonValue
+from ._json_text import describe_value
 from ._schema_check import assert_supported_json_schema
 from ._schema_compile import (
     ANY,
@@ -34,6 +35,7 @@ __all__ = ["CompiledSchema", "compile_schema", "validate_args", "validate_json_v
 
 _LOSSLESS: Final = "must be a lossless JSON value"
 _FINITE: Final = "must be a finite JSON number"
+_OBJECT: Final = "must be an object"
 
 # A data path is built lazily as a chain ``(parent, step)`` ending in the caller's root
 # string; only a reported violation renders it. Steps are ``str`` keys or ``int`` indexes.
@@ -134,7 +136,11 @@ def _validate_one(
         and kind not in kinds
         and not (node.integer and kind == FLOAT and v.is_integer())
     ):
-        s.emit(p, node.type_message)
+        message = node.type_message
+        if p == "" and message == _OBJECT and s.out is not None:
+            # At the top level only, say what arrived, so a model can correct itself.
+            message = f"{message}, got {describe_value(v)}"
+        s.emit(p, message)
         return
     if node.enum_keys is not None or node.const_message is not None:
         key = scalar_key(v, kind)
@@ -475,6 +481,8 @@ def validate_args(parameters: JsonValue, args: object) -> list[str]:
         >>> validate_args({"type": "object", "required": ["path"]}, {})
         ['missing required property "path"']
         >>> validate_args({"type": "object"}, None)
-        ['"arguments" must be an object']
+        ['"arguments" must be an object, got null']
+        >>> validate_args({"type": "object"}, "nope")[0].removeprefix('"arguments" must be ')
+        'an object, got text that is not valid JSON (Expecting value: line 1 column 1)'
     """
     return compile_schema(parameters).validate(args, "")

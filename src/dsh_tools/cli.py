@@ -27,7 +27,13 @@ def _parser() -> argparse.ArgumentParser:
     )
     commands = parser.add_subparsers(dest="command", required=True)
     inspect = commands.add_parser(
-        "inspect", help="print the runtime's API and events, built from the live code"
+        "inspect",
+        help="print the public API of both packages and the hook events",
+        description=(
+            "Print the public API of dsh_tools and dsh_sched (every name, with its signature"
+            " or members) and the hook events, built from the live code. Give a section and"
+            " a name for one entry in full, e.g. `inspect api run_tool_calls`."
+        ),
     )
     inspect.add_argument("section", nargs="?", choices=("api", "events"), help="one section")
     inspect.add_argument("name", nargs="?", help="one catalogued entry of that section")

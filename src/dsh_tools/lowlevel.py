@@ -19,7 +19,9 @@ of one scope per call: see :func:`dispatch_in_abort_scope`.
 
 On ``trio.Cancelled`` (or an exception group holding one, runtime.md §8.4) a driver calls
 ``finish(execution, cancelled_result(execution, r))`` with ``r`` the result of the last
-state it holds, if any. Each execution is finished exactly once.
+state it holds, if any. Each execution is finished exactly once; :func:`finished_result`
+tells a driver the result of one that is finished (for example when a result observer raised
+``KeyboardInterrupt`` out of :func:`finish`), so that it can record it instead.
 """
 
 from ._pipeline import (
@@ -32,6 +34,7 @@ from ._pipeline import (
     dispatch_in_abort_scope,
     finalize,
     finish,
+    finished_result,
     prepare,
 )
 
@@ -45,5 +48,6 @@ __all__ = [
     "dispatch_in_abort_scope",
     "finalize",
     "finish",
+    "finished_result",
     "prepare",
 ]

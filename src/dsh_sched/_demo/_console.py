@@ -72,7 +72,7 @@ class CallView:
     @property
     def status(self) -> Status:
         """The committed result's status (``pending`` until it is committed)."""
-        return result_status(self.result, body_ran=self.body_started is not None)
+        return result_status(self.result)
 
 
 @final

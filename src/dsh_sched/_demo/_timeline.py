@@ -15,7 +15,14 @@ from xml.sax.saxutils import escape, quoteattr
 
 import attrs
 
-from dsh_tools import ABORTED, ABORTED_BEFORE_DISPATCH, ExecutionMode, ToolResult, thaw_json
+from dsh_tools import (
+    ABORTED,
+    ABORTED_BEFORE_DISPATCH,
+    TOOL_DENIED,
+    ExecutionMode,
+    ToolResult,
+    thaw_json,
+)
 
 from .._sinks import CallCommitted, CallStarted
 
@@ -50,19 +57,15 @@ STATUS_TEXT: dict[Status, str] = {
 }
 
 
-def result_status(result: ToolResult | None, *, body_ran: bool) -> Status:
-    """Classify a committed result for display.
-
-    A denial never carries error info (runtime.md §2.6), so an error without info whose
-    body never ran is shown as ``denied`` (a hook or guard that raised a plain exception
-    looks the same, and is shown the same way).
+def result_status(result: ToolResult | None) -> Status:
+    """Classify a committed result for display, by its error code.
 
     Args:
         result: The committed result; ``None`` when the call never got one.
-        body_ran: Whether the call's body started.
 
     Returns:
-        ``ok``, ``error``, ``denied``, ``aborted``, ``aborted_before_dispatch`` or ``pending``.
+        ``ok``, ``error``, ``denied`` (``TOOL_DENIED``), ``aborted``,
+        ``aborted_before_dispatch`` or ``pending``.
     """
     if result is None:
         return "pending"
@@ -74,7 +77,7 @@ def result_status(result: ToolResult | None, *, body_ran: bool) -> Status:
         return "aborted"
     if code == ABORTED_BEFORE_DISPATCH:
         return "aborted_before_dispatch"
-    if error.info is None and not body_ran:
+    if code == TOOL_DENIED:
         return "denied"
     return "error"
 
@@ -183,7 +186,7 @@ def timeline_rows(events: Iterable[TraceEvent], *, origin: float = 0.0) -> tuple
                 started=at,
                 body=body,
                 committed=done[0] if done is not None else None,
-                status=result_status(result, body_ran=body is not None),
+                status=result_status(result),
                 summary=_one_line(result),
             )
         )

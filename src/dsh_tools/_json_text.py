@@ -1,0 +1,143 @@
+"""JSON text as a model writes it: strict parsing, and what to tell a model whose text failed.
+
+A model's argument text is JSON without ``NaN``/``Infinity`` and without a key given twice in
+one object (a tool and a session log could otherwise disagree about which value counted).
+When such text is not valid, :func:`describe_value` says why and where, in the words of
+``json.JSONDecodeError``, so a model can correct itself (runtime.md §12.2).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Final
+
+__all__ = ["describe_value", "parse_json_text"]
+
+
+class _Constant(ValueError):
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self.name = name
+
+
+class _Duplicate(ValueError):
+    pass
+
+
+def _reject_constant(name: str) -> object:
+    raise _Constant(name)
+
+
+def _unique_keys(pairs: list[tuple[str, object]]) -> dict[str, object]:
+    value = dict(pairs)
+    if len(value) != len(pairs):
+        raise _Duplicate
+    return value
+
+
+_DECODER: Final = json.JSONDecoder(parse_constant=_reject_constant, object_pairs_hook=_unique_keys)
+# A string's body after its opening quote: anything but a quote or a backslash, or an
+# escape, up to and including the closing quote.
+_STRING_REST: Final = re.compile(r'(?:[^"\\]|\\.)*"', re.DOTALL)
+_CONSTANTS: Final = ("-Infinity", "Infinity", "NaN")
+
+
+def parse_json_text(text: str) -> object:
+    """Parse ``text`` as strict JSON: no ``NaN``/``Infinity``, no key twice in one object.
+
+    Raises:
+        json.JSONDecodeError: with the parser's message and position; for a rejected
+            constant ``invalid constant <name>`` where it starts, for a repeated key
+            ``duplicate key <key as JSON>`` where its second occurrence starts, and for
+            nesting too deep for the parser ``nesting too deep`` at the start.
+    """
+    try:
+        return _DECODER.decode(text)
+    except _Constant as exc:
+        msg, pos = f"invalid constant {exc.name}", _first_constant(text, exc.name)
+    except _Duplicate:
+        msg, pos = _first_duplicate(text)
+    except RecursionError:
+        msg, pos = "nesting too deep", 0
+    raise json.JSONDecodeError(msg, text, pos) from None
+
+
+def _tokens(text: str) -> list[tuple[int, str]]:
+    """``(position, token)`` for every token before the first unterminated string: strings
+    whole, anything else one character at a time (the text parsed up to its failure)."""
+    out: list[tuple[int, str]] = []
+    i, n = 0, len(text)
+    while i < n:
+        c = text[i]
+        if c == '"':
+            match = _STRING_REST.match(text, i + 1)
+            if match is None:
+                break
+            out.append((i, text[i : match.end()]))
+            i = match.end()
+        else:
+            if not c.isspace():
+                out.append((i, c))
+            i += 1
+    return out
+
+
+def _first_constant(text: str, name: str) -> int:
+    for pos, token in _tokens(text):
+        if token[0] in "-NI" and text.startswith(name, pos):
+            return pos
+    return 0  # pragma: no cover - the parser met the constant, so the scan meets it too
+
+
+def _first_duplicate(text: str) -> tuple[str, int]:
+    # The parser accepted everything up to the object that repeats a key; walk the tokens,
+    # keeping the keys of each open object, to find the first repeat and where it starts.
+    stack: list[set[str] | None] = []
+    expect_key = False
+    for pos, token in _tokens(text):
+        first = token[0]
+        if first == '"':
+            keys = stack[-1] if stack else None
+            if expect_key and keys is not None:
+                key = json.loads(token)
+                if key in keys:
+                    return f"duplicate key {json.dumps(key, ensure_ascii=False)}", pos
+                keys.add(key)
+            expect_key = False
+        elif first == "{":
+            stack.append(set())
+            expect_key = True
+        elif first == "[":
+            stack.append(None)
+            expect_key = False
+        elif first in "]}":
+            if stack:
+                stack.pop()
+        elif first == ",":
+            expect_key = bool(stack) and stack[-1] is not None
+    return "duplicate key", 0  # pragma: no cover - the parser found a repeat, so does this
+
+
+def describe_value(value: object) -> str:
+    """What arrived where a JSON object was expected, for a model to read (runtime.md §12.2).
+
+    ``an array``, ``a number``, ``a boolean``, ``null``; for text, ``text that is not valid
+    JSON (<msg>: line <l> column <c>)`` when it does not parse, or ``a string`` when it does
+    (a value the caller passed as it is, not a model's raw text).
+    """
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, list | tuple):
+        return "an array"
+    if isinstance(value, str):
+        try:
+            parse_json_text(value)
+        except json.JSONDecodeError as exc:
+            return f"text that is not valid JSON ({exc.msg}: line {exc.lineno} column {exc.colno})"
+        return "a string"
+    return type(value).__name__  # pragma: no cover - other values fail as non-JSON first
