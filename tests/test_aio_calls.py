@@ -278,6 +278,20 @@ def test_y007_abort_from_asyncio_returns_the_outcome() -> None:
     assert [code_of(c.result) for c in outcome.results] == [ABORTED] * 2
 
 
+def test_y007_timeout_option_reaches_the_batch() -> None:
+    """Y-007 with ``timeout=``: the trio form's option works through the bridge (the batch
+    ``Abort`` fires, the outcome comes back aborted with the timeout reason)."""
+    sleeper = Sleeper(2, cleanup=0)
+
+    async def main() -> dsh_sched.BatchOutcome:
+        return await aio.run_tool_calls(sleeper.runtime(), slow_calls(2), timeout=0.05)
+
+    outcome = run_host(main)
+    assert outcome.aborted
+    assert outcome.abort_reason == "batch timeout after 0.05 s"
+    assert [code_of(c.result) for c in outcome.results] == [ABORTED] * 2
+
+
 def test_y004_cancel_after_the_batch_finished_discards_the_outcome() -> None:
     """Y-004 (I§3.2 item 3): a cancellation arriving after the trio side finished is not
     undone: the outcome is discarded and ``CancelledError`` raised."""
