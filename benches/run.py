@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Final
 
 import attrs
 
-from . import abort, adapters, makespan, memory, overhead, streaming
+from . import abort, adapters, aio, makespan, memory, overhead, streaming
 from ._harness import HEAP_CONDITIONS, HeapMode, environment, markdown_table
 
 if TYPE_CHECKING:
@@ -39,6 +39,7 @@ SCENARIOS: Final = (
     "streaming",
     "adapters",
     "mcp",
+    "aio",
 )
 
 
@@ -66,6 +67,10 @@ class Plan:
     adapters_repeats: int = 61
     adapters_inner: int = 20  # operations per sample
     mcp_repeats: int = 50
+    aio_inner: int = 100  # 1-call batches per sample (Y-P1)
+    aio_n: int = 1000  # calls per large batch (Y-P2, Y-P3)
+    aio_callers: int = 10  # concurrent asyncio callers (Y-P3)
+    aio_repeats: int = 31
 
 
 FULL: Final = Plan(
@@ -108,6 +113,8 @@ QUICK: Final = Plan(
     adapters_repeats=5,
     adapters_inner=10,
     mcp_repeats=10,
+    aio_inner=50,
+    aio_repeats=3,
 )
 
 
@@ -278,6 +285,17 @@ def run_scenarios(
 
             body = mcp.report(mcp.measure(repeats=plan.mcp_repeats, progress=progress))
             title = "MCP tool sources (integrations §4.7)"
+        elif scenario == "aio":
+            bridge = aio.measure(
+                inner=plan.aio_inner,
+                n=plan.aio_n,
+                callers=plan.aio_callers,
+                repeats=plan.aio_repeats,
+                hosts=aio.available_hosts(),
+                progress=progress,
+            )
+            body = aio.report(bridge)
+            title = "The asyncio bridge (dsh_sched.aio)"
         else:
             stream = streaming.measure_in_child(
                 plan.stream_total,

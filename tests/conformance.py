@@ -25,7 +25,7 @@ SPEC_ENV = "DSH_SPEC_DIR"
 _SPEC_FILES = ("conformance.md", "integrations.md")
 
 #: The groups this release implements (``L``, Code Mode, is planned for later).
-GROUPS = "RVMPCJHTISAX"
+GROUPS = "RVMPCJHTISAXY"
 _ID_IN_SPEC = re.compile(r"^\| ([A-Z])-(\d{3}) \|", re.MULTILINE)
 _ID_IN_NAME = re.compile(r"(?<![a-z])([a-z])(\d{3})(?=_|$)")
 _ID_IN_DOC = re.compile(r"\b([A-Z])-(\d{3})\b")

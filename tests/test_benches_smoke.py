@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 import pytest
-from benches import abort, adapters, makespan, memory, overhead, run, streaming
+from benches import abort, adapters, aio, makespan, memory, overhead, run, streaming
 from benches.profile import profile_system
 
 if TYPE_CHECKING:
@@ -145,6 +145,17 @@ def test_adapters_compares_every_provider_and_target() -> None:
     assert "not measured" in adapters.report(adapters.AdapterResult(n=4))
 
 
+def test_aio_bridge_measures_every_host() -> None:
+    result = aio.measure(
+        inner=2, n=3, callers=2, repeats=1, hosts=aio.available_hosts(), progress=_quiet
+    )
+    assert set(result.fixed) == {"native", *aio.available_hosts()}
+    assert all(len(samples) == 1 for samples in result.concurrent.values())
+    text = aio.report(result)
+    assert "Y-P1 on asyncio" in text
+    assert "Y-P3 on asyncio" in text
+
+
 def test_streaming_samples_rss() -> None:
     result = streaming.measure(
         120, batch_size=50, sample_every=40, max_parallel=10, progress=_quiet
@@ -181,6 +192,10 @@ def test_run_every_scenario_with_a_tiny_plan() -> None:
         adapters_repeats=1,
         adapters_inner=1,
         mcp_repeats=1,
+        aio_inner=2,
+        aio_n=3,
+        aio_callers=2,
+        aio_repeats=1,
     )
     sections = run.run_scenarios(
         run.SCENARIOS,
@@ -200,6 +215,7 @@ def test_run_every_scenario_with_a_tiny_plan() -> None:
         "## Streaming through open_batch",
         "## Provider adapters against hand-written code",
         "## MCP tool sources (integrations §4.7)",
+        "## The asyncio bridge (dsh_sched.aio)",
     ]
 
 

@@ -272,6 +272,7 @@ def _entry_names(text: str) -> list[str]:
 
 def test_api_covers_every_public_name_of_both_packages() -> None:
     import dsh_sched
+    import dsh_sched.aio
     import dsh_sched.testing
     import dsh_tools
     import dsh_tools.lowlevel
@@ -281,7 +282,13 @@ def test_api_covers_every_public_name_of_both_packages() -> None:
     names = _entry_names(inspect_report("api"))
     assert len(names) == len(set(names)), "an entry name is catalogued twice"
     expected = {*dsh_tools.__all__, *dsh_sched.__all__}
-    for module in (dsh_tools.lowlevel, dsh_tools.policies, dsh_tools.testing, dsh_sched.testing):
+    for module in (
+        dsh_tools.lowlevel,
+        dsh_tools.policies,
+        dsh_tools.testing,
+        dsh_sched.testing,
+        dsh_sched.aio,
+    ):
         expected.add(module.__name__)
         expected.update(f"{module.__name__}.{name}" for name in module.__all__)
     assert set(names) == expected

@@ -7,9 +7,12 @@ import typing
 from pathlib import Path
 
 import dsh_sched
+import dsh_sched.aio
 import dsh_sched.testing
+import dsh_tools
 
 SRC = Path(dsh_sched.__file__).parent
+TOOLS_SRC = Path(dsh_tools.__file__).parent
 
 
 def test_dsh_sched_all_is_pinned() -> None:
@@ -49,6 +52,20 @@ def test_dsh_sched_testing_all_is_pinned() -> None:
     ]
 
 
+def test_dsh_sched_aio_all_is_pinned() -> None:
+    """integrations §1: the bridge's public names."""
+    assert sorted(dsh_sched.aio.__all__) == [
+        "Portal",
+        "aio_tool",
+        "portal",
+        "run_on_asyncio",
+        "run_tool_calls",
+    ]
+    assert getattr(dsh_sched.aio.Portal, "__final__", False)
+    for name in dsh_sched.aio.__all__:
+        assert (getattr(dsh_sched.aio, name).__doc__ or "").strip(), name
+
+
 def test_public_concrete_classes_are_final() -> None:
     for name in (
         "Batch",
@@ -74,6 +91,7 @@ def test_init_modules_only_re_export() -> None:
     for path in (
         SRC / "__init__.py",
         SRC / "testing.py",
+        SRC / "aio.py",
         adapters / "__init__.py",
         adapters / "openai_chat.py",
         adapters / "openai_responses.py",

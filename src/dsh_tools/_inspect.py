@@ -66,6 +66,7 @@ API_MODULES: tuple[str, ...] = (
     "dsh_tools.testing",
     "dsh_sched",
     "dsh_sched.testing",
+    "dsh_sched.aio",
 )
 
 
