@@ -1,0 +1,74 @@
+"""A fixed workload for instruction counts (``valgrind --tool=callgrind``).
+
+Wall-clock benchmarks on a shared machine swing by tens of percent; instruction counts do
+not (the same binary, inputs and environment give the same total). Run the workload at two
+sizes and divide the difference by the extra calls, so that start-up and imports cancel::
+
+    for n in 500 1500; do
+        PYTHONPATH=src PYTHONHASHSEED=0 valgrind --tool=callgrind \\
+            --callgrind-out-file=/dev/null .venv/bin/python -m benches.instructions $n a
+    done
+    # instructions per call = (I(1500) - I(500)) / 1000
+
+``MODE`` picks the systems: ``a`` a batch of raw tool calls (``run_tool_calls``), ``c`` a batch
+of ``@tool`` calls with validated arguments, ``d`` ``runtime.execute`` in a loop; ``acd``
+(the default) runs all three, so the difference is the cost of one call of each.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import trio
+
+from dsh_sched import ModelToolCall, run_tool_calls
+from dsh_tools import Output, TextContent, ToolCall, ToolDefinition, ToolRuntime, tool
+
+
+async def _body(args: object, ctx: object) -> object:
+    return "ok"
+
+
+_RAW = ToolDefinition(
+    name="raw",
+    description="raw",
+    parameters={},
+    output=Output(schema={}, render=lambda args, value: [TextContent("ok")]),
+    execute=_body,
+    is_concurrency_safe=True,
+)
+
+
+@tool(is_concurrency_safe=True)
+async def add(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b
+
+
+async def workload(n: int, mode: str) -> None:
+    """Ten warm-up calls, then ``n`` calls of each system named in ``mode``."""
+    runtime = ToolRuntime()
+    runtime.register(_RAW)
+    runtime.register(add)
+    warm = [ModelToolCall(call_id=f"w{i}", name="raw", arguments="{}") for i in range(10)]
+    await run_tool_calls(runtime, warm)
+    if "a" in mode:
+        calls = [ModelToolCall(call_id=f"a{i}", name="raw", arguments="{}") for i in range(n)]
+        await run_tool_calls(runtime, calls, max_parallel=n)
+    if "c" in mode:
+        args = '{"a": 1, "b": 2}'
+        calls = [ModelToolCall(call_id=f"c{i}", name="add", arguments=args) for i in range(n)]
+        await run_tool_calls(runtime, calls, max_parallel=n)
+    if "d" in mode:
+        for i in range(n):
+            await runtime.execute(ToolCall(call_id=f"d{i}", name="raw", arguments={}))
+
+
+def main(argv: list[str]) -> None:
+    n = int(argv[0]) if argv else 1000
+    mode = argv[1] if len(argv) > 1 else "acd"
+    trio.run(workload, n, mode)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
