@@ -28,7 +28,8 @@ import trio.testing
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import dsh_tools._pipeline  # only to spy on which path execute() takes
+import dsh_tools._body  # only to break the success step of every path
+import dsh_tools._execute  # only to spy on which path execute() takes
 from dsh_tools import (
     Abort,
     Accept,
@@ -97,8 +98,8 @@ async def staged_execute(runtime: ToolRuntime, call: ToolCall) -> ToolResult:
 def fast_path_spy() -> Iterator[list[ToolExecution]]:
     """Record each execution ``execute()`` runs on its fast path (``unhooked()`` said yes)."""
     taken: list[ToolExecution] = []
-    # Whatever execute() consults now (a module global of _pipeline, looked up per call).
-    original: Callable[[ToolExecution], bool] = vars(dsh_tools._pipeline)["unhooked"]
+    # Whatever execute() consults now (a module global of _execute, looked up per call).
+    original: Callable[[ToolExecution], bool] = vars(dsh_tools._execute)["unhooked"]
 
     def spy(execution: ToolExecution) -> bool:
         fast = original(execution)
@@ -107,7 +108,7 @@ def fast_path_spy() -> Iterator[list[ToolExecution]]:
         return fast
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(dsh_tools._pipeline, "unhooked", spy)
+        patch.setattr(dsh_tools._execute, "unhooked", spy)
         yield taken
 
 
@@ -806,7 +807,7 @@ async def test_p063_an_unexpected_failure_building_the_success_is_final_on_both_
     def broken(*args: object) -> ToolResult:
         raise bug
 
-    monkeypatch.setattr(dsh_tools._pipeline, "_body_outcome", broken)
+    monkeypatch.setattr(dsh_tools._body, "build_success", broken)
     runtime = ToolRuntime()
     runtime.register(raw_tool())
     posted: list[str] = []

@@ -144,9 +144,10 @@ def build_validating_tool(
         present_call=present_call,
         present_result=present_result,
     )
-    return attrs.evolve(
+    validate_arguments = _argument_check(validator)
+    validating = attrs.evolve(
         plain,
-        execute=_validating_execute(validator, execute),
+        execute=_validating_execute(validate_arguments, execute),
         is_concurrency_safe=(
             is_concurrency_safe
             if type(is_concurrency_safe) is bool
@@ -157,13 +158,27 @@ def build_validating_tool(
             None if present_result is None else _soft_present_result(validator, present_result)
         ),
     )
+    # The pipeline runs the two steps itself: it validates, then awaits the user's body.
+    return validating._with_validation(validate_arguments, execute)
 
 
-def _validating_execute(validator: CompiledSchema, execute: Execute) -> Execute:
-    async def validated(arguments: FrozenDict, ctx: ToolRunContext) -> object:
+def _argument_check(validator: CompiledSchema) -> Callable[[FrozenDict], None]:
+    def validate_arguments(arguments: FrozenDict) -> None:
+        """Raise ``ToolArgsError`` listing every violation of the parameters schema."""
         violations = validator.validate_frozen(arguments, "")
         if violations:
             raise ToolArgsError(violations)
+
+    return validate_arguments
+
+
+def _validating_execute(
+    validate_arguments: Callable[[FrozenDict], None], execute: Execute
+) -> Execute:
+    # The public ``execute`` of a validating definition, for a caller that awaits it
+    # directly; the pipeline itself runs the two steps separately.
+    async def validated(arguments: FrozenDict, ctx: ToolRunContext) -> object:
+        validate_arguments(arguments)
         return await execute(arguments, ctx)
 
     return validated

@@ -110,6 +110,14 @@ class ToolDefinition:
     is_concurrency_safe: bool | Callable[[Any], object] = False
     present_call: Callable[[Any], object] | None = None
     present_result: Callable[[Any, ToolResult], object] | None = None
+    # The pipeline's two steps for this tool (see the dispatch stage's body step): the
+    # argument check, run just before the body, and the body it guards. A raw definition has
+    # no check and its body is ``execute``; ``define_tool``/``@tool`` set both (their public
+    # ``execute`` still validates, for a caller that awaits it directly).
+    _validate_arguments: Callable[[Any], None] | None = attrs.field(
+        init=False, default=None, repr=False
+    )
+    _body: Callable[[Any, ToolRunContext], Awaitable[object]] = attrs.field(init=False, repr=False)
 
     def __attrs_post_init__(self) -> None:
         name = self.name
@@ -132,6 +140,18 @@ class ToolDefinition:
             raise TypeError(f'tool "{name}" is_concurrency_safe must be a bool or callable')
         timeout = check_timeout(self.timeout, f'tool "{name}" timeout')
         object.__setattr__(self, "timeout", timeout)
+        object.__setattr__(self, "_body", self.execute)
+
+    def _with_validation(
+        self,
+        validate_arguments: Callable[[Any], None],
+        body: Callable[[Any, ToolRunContext], Awaitable[object]],
+    ) -> ToolDefinition:
+        # define_tool/@tool: the pipeline validates with ``validate_arguments``, then awaits
+        # ``body`` (one step each, no wrapper frame around the body).
+        object.__setattr__(self, "_validate_arguments", validate_arguments)
+        object.__setattr__(self, "_body", body)
+        return self
 
 
 def check_timeout(timeout: object, label: str) -> float | None:
