@@ -59,7 +59,6 @@ async def execute(runtime: ToolRuntime, call: ToolCall) -> ToolResult:
     # schedule point. When nothing can intervene (unhooked()), the steps of stages 1-4 run
     # in this frame rather than in the stage functions' own (decision 18).
     execution = create(runtime, call)
-    execution = create(runtime, call)
     state = execution._state
     held: ToolResult | None = None
     try:

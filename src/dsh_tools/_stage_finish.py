@@ -69,6 +69,8 @@ def finish_unchecked(execution: ToolExecution, result: ToolResult) -> ToolResult
         raise TypeError(f"finish() expects a ToolResult, got {type(result).__name__}")
     state.stage = Stage.FINISHED
     state.ctx_active = False
+    registry = state.runtime._registry
+    registry.in_flight -= 1  # counted since stage 0 (statistics())
     if result is not state.lossless and not result_strings_lossless(result):
         result = error_result(TypeError(RESULT_NOT_LOSSLESS))
     # Recorded before user code runs: if a finalizer or an observer raises a BaseException
@@ -78,7 +80,6 @@ def finish_unchecked(execution: ToolExecution, result: ToolResult) -> ToolResult
     if finalizer is not None:
         state.finalizer = None
         result = state.final = _run_finalizer(finalizer, execution, result)
-    registry = state.runtime._registry
     scope = execution.scope
     observers = (
         registry.global_owner.fns["result"] if scope is None else registry.hooks("result", scope)

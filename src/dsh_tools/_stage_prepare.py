@@ -62,6 +62,7 @@ def create(runtime: ToolRuntime, call: ToolCall) -> ToolExecution:
     except AttributeError:
         raise TypeError(f"create() expects a ToolRuntime, got {type(runtime).__name__}") from None
     state = ExecState(runtime)
+    registry.in_flight += 1  # until stage 4 (statistics())
     defn = registry.resolve(call.name, scope)
     if defn is not None:
         state.finalizer = defn.finalize_content
