@@ -22,8 +22,7 @@ from ._stage_prepare import create, prepare
 from ._steps import NeedsFinalize, ReadyToDispatch
 
 if TYPE_CHECKING:
-    from ._calls import ExecState, ToolCall
-    from ._definition import ToolDefinition
+    from ._calls import ToolCall
     from ._runtime import ToolRuntime
 
 __all__ = ["execute", "unhooked"]
@@ -108,8 +107,12 @@ async def execute(runtime: ToolRuntime, call: ToolCall) -> ToolResult:
                         finally:
                             scopes.pop(cancel_scope, None)
                     try:
-                        result = _unhooked_dispatch_result(state, execution, defn, value)
+                        # The body's outcome, then contexts and check F (as dispatch()).
+                        result = body_outcome(state, execution, defn, value)
+                        if state.deferred or execution.abort._aborted:
+                            result = dispatch_tail(state, execution, result)
                     except Exception as exc:
+                        # A bug past the body: final, as dispatch() makes it.
                         final = error_result(exc)
                 finally:
                     # Stage 2 is over, however it ended (dispatch() does the same).
@@ -144,17 +147,3 @@ def _not_found(execution: ToolExecution) -> Failed:
 
 def _failed(exc: Exception) -> Failed:
     return Failed(error_result(exc))
-
-
-def _unhooked_dispatch_result(
-    state: ExecState,
-    execution: ToolExecution,
-    defn: ToolDefinition | None,
-    value: object,
-) -> ToolResult:
-    """Stage 2's result in :func:`execute`'s unhooked path: the body's outcome (as
-    :func:`run_body_in_own_scope` makes it), then contexts and check F (as ``dispatch()``)."""
-    result = body_outcome(state, execution, defn, value)
-    if state.deferred or execution.abort._aborted:
-        result = dispatch_tail(state, execution, result)
-    return result
