@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Final, final
 import trio
 
 from ._calls import ToolRunContext
-from ._errors import ToolNotFoundError, ToolOutputError
+from ._errors import ToolArgsError, ToolNotFoundError, ToolOutputError
 from ._results import ToolResult, aborted_result, error_result
 from ._steps import fired
 from ._success import build_success
@@ -61,10 +61,13 @@ async def run_body(
     arguments = execution.arguments
     try:
         ctx = ToolRunContext._make(execution)
-        validate = defn._validate_arguments
-        if validate is not None:
-            # Argument validation (define_tool, @tool): a ToolArgsError is the body's error.
-            validate(arguments)
+        schema = defn._arguments_schema
+        if schema is not None:
+            # Argument validation (define_tool, @tool), first step of the body: every
+            # violation of the parameters schema, as the body's INVALID_ARGS error.
+            violations = schema.validate_frozen(arguments, "")
+            if violations:
+                raise ToolArgsError(violations)
         return await defn._body(arguments, ctx)
     except Exception as exc:
         # Kept even when the abort caused it: any error beats cancellation.

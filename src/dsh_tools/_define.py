@@ -144,10 +144,9 @@ def build_validating_tool(
         present_call=present_call,
         present_result=present_result,
     )
-    validate_arguments = _argument_check(validator)
     validating = attrs.evolve(
         plain,
-        execute=_validating_execute(validate_arguments, execute),
+        execute=_validating_execute(validator, execute),
         is_concurrency_safe=(
             is_concurrency_safe
             if type(is_concurrency_safe) is bool
@@ -159,26 +158,16 @@ def build_validating_tool(
         ),
     )
     # The pipeline runs the two steps itself: it validates, then awaits the user's body.
-    return validating._with_validation(validate_arguments, execute)
+    return validating._with_validation(validator, execute)
 
 
-def _argument_check(validator: CompiledSchema) -> Callable[[FrozenDict], None]:
-    def validate_arguments(arguments: FrozenDict) -> None:
-        """Raise ``ToolArgsError`` listing every violation of the parameters schema."""
+def _validating_execute(validator: CompiledSchema, execute: Execute) -> Execute:
+    # The public ``execute`` of a validating definition, for a caller that awaits it
+    # directly; the pipeline's body step validates the same way, then awaits ``execute``.
+    async def validated(arguments: FrozenDict, ctx: ToolRunContext) -> object:
         violations = validator.validate_frozen(arguments, "")
         if violations:
             raise ToolArgsError(violations)
-
-    return validate_arguments
-
-
-def _validating_execute(
-    validate_arguments: Callable[[FrozenDict], None], execute: Execute
-) -> Execute:
-    # The public ``execute`` of a validating definition, for a caller that awaits it
-    # directly; the pipeline itself runs the two steps separately.
-    async def validated(arguments: FrozenDict, ctx: ToolRunContext) -> object:
-        validate_arguments(arguments)
         return await execute(arguments, ctx)
 
     return validated

@@ -110,13 +110,12 @@ class ToolDefinition:
     is_concurrency_safe: bool | Callable[[Any], object] = False
     present_call: Callable[[Any], object] | None = None
     present_result: Callable[[Any, ToolResult], object] | None = None
-    # The pipeline's two steps for this tool (see the dispatch stage's body step): the
-    # argument check, run just before the body, and the body it guards. A raw definition has
-    # no check and its body is ``execute``; ``define_tool``/``@tool`` set both (their public
-    # ``execute`` still validates, for a caller that awaits it directly).
-    _validate_arguments: Callable[[Any], None] | None = attrs.field(
-        init=False, default=None, repr=False
-    )
+    # What the pipeline's body step runs for this tool: the compiled parameters schema it
+    # validates the arguments against just before the body (``None``: no validation), and
+    # the body. A raw definition validates nothing and its body is ``execute``;
+    # ``define_tool``/``@tool`` set both (their public ``execute`` still validates, for a
+    # caller that awaits it directly).
+    _arguments_schema: CompiledSchema | None = attrs.field(init=False, default=None, repr=False)
     _body: Callable[[Any, ToolRunContext], Awaitable[object]] = attrs.field(init=False, repr=False)
 
     def __attrs_post_init__(self) -> None:
@@ -144,12 +143,12 @@ class ToolDefinition:
 
     def _with_validation(
         self,
-        validate_arguments: Callable[[Any], None],
+        arguments_schema: CompiledSchema,
         body: Callable[[Any, ToolRunContext], Awaitable[object]],
     ) -> ToolDefinition:
-        # define_tool/@tool: the pipeline validates with ``validate_arguments``, then awaits
-        # ``body`` (one step each, no wrapper frame around the body).
-        object.__setattr__(self, "_validate_arguments", validate_arguments)
+        # define_tool/@tool: the pipeline validates against ``arguments_schema``, then
+        # awaits ``body`` (no wrapper frame around the body).
+        object.__setattr__(self, "_arguments_schema", arguments_schema)
         object.__setattr__(self, "_body", body)
         return self
 
