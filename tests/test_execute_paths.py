@@ -833,3 +833,31 @@ async def test_p063_an_unexpected_failure_building_the_success_is_final_on_both_
     assert result.error.message == "success builder bug"
     assert posted == []
     assert observed == [result]
+
+
+async def test_p063_an_unexpected_failure_building_the_success_is_final_in_the_shared_scope(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The same bug on the scheduler's shared-scope path (``dispatch_in_abort_scope``):
+    stage 2 ends with a final result (``NeedsFinish``), like the other two paths, since all
+    three build the success in the same body step."""
+    bug = RuntimeError("success builder bug")
+
+    def broken(*args: object) -> ToolResult:
+        raise bug
+
+    monkeypatch.setattr(dsh_tools._body, "build_success", broken)
+    runtime = ToolRuntime()
+    runtime.register(raw_tool())
+    call = ToolCall(call_id="c1", name="echo", arguments={"text": "hi"})
+    execution = lowlevel.create(runtime, call)
+    step = await lowlevel.prepare(execution)
+    assert type(step) is ReadyToDispatch
+    stage = lowlevel.dispatch_in_abort_scope(step)
+    assert stage is not None
+    with execution.abort.move_on_abort():
+        done = await stage
+    assert type(done) is lowlevel.NeedsFinish
+    assert done.result.error is not None
+    assert done.result.error.message == "success builder bug"
+    assert lowlevel.finish(execution, done.result) is done.result
