@@ -194,7 +194,8 @@ class Scope:
         """A frozen snapshot of what this scope itself holds (see :class:`ScopeStatistics`).
 
         Example:
-            >>> with runtime.open_scope(name="agent") as scope:  # doctest: +SKIP
+            >>> from dsh_tools import ToolRuntime
+            >>> with ToolRuntime().open_scope(name="agent") as scope:
             ...     scope.statistics().tools
             0
         """

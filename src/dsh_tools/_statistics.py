@@ -86,9 +86,9 @@ class ScopeStatistics:
         >>> from dsh_tools import ToolRuntime
         >>> runtime = ToolRuntime()
         >>> scope = runtime.open_scope(name="agent")
-        >>> _ = scope.restrict(deny=["shell"])
+        >>> _ = scope.guard(lambda execution: None)
         >>> stats = scope.statistics()
-        >>> (stats.tools, stats.restrictions, stats.closed)
+        >>> (stats.tools, stats.guards, stats.closed)
         (0, 1, False)
     """
 
