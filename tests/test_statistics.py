@@ -133,7 +133,7 @@ def test_snapshots_are_frozen_values() -> None:
     with pytest.raises(attrs.exceptions.FrozenInstanceError):
         stats.tools = 3  # type: ignore[misc]
     with pytest.raises(TypeError):
-        stats.hooks_per_event["tools/result"] = 1  # type: ignore[index]
+        stats.hooks_per_event["tools/result"] = 1
     # A snapshot does not follow the runtime.
     runtime.register(raw_tool())
     assert stats.tools == 0
