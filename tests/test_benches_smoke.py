@@ -7,15 +7,16 @@ peer frameworks are skipped only when the ``peers`` extra is not installed.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import sys
+from pathlib import Path
 
 import attrs
 import pytest
 from benches import abort, adapters, aio, makespan, memory, overhead, run, streaming
+from benches.ab import PAIRS, measure_ab, report
 from benches.profile import profile_system
 
-if TYPE_CHECKING:
-    from pathlib import Path
+import dsh_tools
 
 
 def _quiet(message: str) -> None:
@@ -256,3 +257,14 @@ def test_profile_lists_the_pipeline() -> None:
     text = profile_system("d", n=5, calls=10, top=5)
     assert text.startswith("# d: 2 batches of 5 calls (10 calls)")
     assert "tottime" in text
+
+
+def test_ab_interleaves_two_checkouts_and_restores_the_modules() -> None:
+    """``benches.ab`` imports each checkout under its own modules and puts ours back."""
+    root = Path(__file__).resolve().parent.parent
+    samples = measure_ab(root, root, 5, repeats=2, target_calls=5)
+    assert sys.modules["dsh_tools"] is dsh_tools
+    assert set(samples) == {"before", "after"}
+    assert all(len(v) == 2 and min(v) > 0 for side in samples.values() for v in side.values())
+    text = report(5, samples)
+    assert all(f"| `{key}` ÷ `{floor}` |" in text for key, floor in PAIRS.items())

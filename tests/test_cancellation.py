@@ -337,6 +337,30 @@ async def test_c008_abort_while_post_hook_waits() -> None:
     assert [r.is_error for r in stages.post_inputs] == [False]
 
 
+async def test_c008_check_g_aborts_a_short_circuit_success_after_the_post_hooks() -> None:
+    """C-008, check G: a success the body did not complete (a wrapper's short-circuit) is
+    replaced after post-execute when the abort fired while a post hook waited: before
+    dispatch (the body never started), with the contexts gathered so far."""
+    stages = Stages()
+    runtime = make_runtime(stages)
+    from_wrapper, from_post = message("w"), message("p")
+
+    async def wrap(execution: ToolExecution, call_next: CallNext[ToolResult]) -> ToolResult:
+        return ToolResult(is_error=False, value="cached", additional_contexts=(from_wrapper,))
+
+    async def post(
+        execution: ToolExecution, result: ToolResult, call_next: CallNext[PostDecision]
+    ) -> PostDecision:
+        await execution.abort.wait()
+        return Accept(additional_contexts=(from_post,))
+
+    runtime.wrap_execute(wrap)
+    runtime.on_post_execute(post)
+    result = await execute_and_abort_when_blocked(runtime, tool_call())
+    assert result == aborted_before_dispatch((from_wrapper, from_post))
+    assert [r.value for r in stages.post_inputs] == ["cached"]
+
+
 async def test_c009_wrapper_raises_after_the_abort() -> None:
     """C-009: a wrapper's ``WRAPPER_FAILURE`` after the abort is kept; body not run."""
     stages = Stages()

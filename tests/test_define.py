@@ -9,6 +9,7 @@ import math
 from collections.abc import Callable, Coroutine
 from typing import Any
 
+import attrs
 import pytest
 import trio
 from hypothesis import given
@@ -122,6 +123,46 @@ async def test_h021_bad_arguments_fail_before_the_body() -> None:
     assert result.error.message == 'invalid arguments: missing required property "path"'
     assert result.error.info == ErrorInfo("ToolArgsError", "INVALID_ARGS")
     assert seen == []
+
+
+async def test_h021_the_public_execute_still_validates_when_awaited_directly() -> None:
+    """H-021: the pipeline validates in its own body step (decision X2), and the
+    definition's public ``execute`` keeps validating for code that awaits it directly."""
+    seen: list[object] = []
+    defn = make(execute=recording_body(seen))
+    runtime = ToolRuntime()
+    runtime.register(defn)
+    ctx_holder: list[ToolRunContext] = []
+
+    async def capture(args: FrozenDict, ctx: ToolRunContext) -> object:
+        ctx_holder.append(ctx)
+        return "ok"
+
+    runtime.register(make(execute=capture, name="ctx"))
+    await run(runtime, "ctx", {"path": "p"})
+    with pytest.raises(ToolArgsError, match='missing required property "path"'):
+        await defn.execute(FrozenDict({}), ctx_holder[0])
+    assert await defn.execute(FrozenDict({"path": "p"}), ctx_holder[0]) == "ok"
+    assert seen == [{"path": "p"}]
+
+
+async def test_h021_evolving_a_validating_definition() -> None:
+    """H-021: ``attrs.evolve`` with another ``execute`` gives a raw definition (the new body
+    runs unchecked, as before decision X2); any other change keeps the validation."""
+    seen: list[object] = []
+    defn = make(execute=recording_body(seen))
+    renamed = attrs.evolve(defn, name="renamed")
+    replaced = attrs.evolve(defn, name="replaced", execute=recording_body(seen, "raw"))
+    runtime = ToolRuntime()
+    runtime.register(renamed)
+    runtime.register(replaced)
+    result = await run(runtime, "renamed", {})
+    assert result.error is not None
+    assert result.error.info == ErrorInfo("ToolArgsError", "INVALID_ARGS")
+    assert seen == []
+    result = await run(runtime, "replaced", {})
+    assert not result.is_error
+    assert seen == [{}]
 
 
 async def test_h021_every_violation_is_reported() -> None:

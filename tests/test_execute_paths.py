@@ -28,7 +28,8 @@ import trio.testing
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import dsh_tools._pipeline  # only to spy on which path execute() takes
+import dsh_tools._body  # only to break the success step of every path
+import dsh_tools._execute  # only to spy on which path execute() takes
 from dsh_tools import (
     Abort,
     Accept,
@@ -97,8 +98,8 @@ async def staged_execute(runtime: ToolRuntime, call: ToolCall) -> ToolResult:
 def fast_path_spy() -> Iterator[list[ToolExecution]]:
     """Record each execution ``execute()`` runs on its fast path (``unhooked()`` said yes)."""
     taken: list[ToolExecution] = []
-    # Whatever execute() consults now (a module global of _pipeline, looked up per call).
-    original: Callable[[ToolExecution], bool] = vars(dsh_tools._pipeline)["unhooked"]
+    # Whatever execute() consults now (a module global of _execute, looked up per call).
+    original: Callable[[ToolExecution], bool] = vars(dsh_tools._execute)["unhooked"]
 
     def spy(execution: ToolExecution) -> bool:
         fast = original(execution)
@@ -107,7 +108,7 @@ def fast_path_spy() -> Iterator[list[ToolExecution]]:
         return fast
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(dsh_tools._pipeline, "unhooked", spy)
+        patch.setattr(dsh_tools._execute, "unhooked", spy)
         yield taken
 
 
@@ -806,7 +807,7 @@ async def test_p063_an_unexpected_failure_building_the_success_is_final_on_both_
     def broken(*args: object) -> ToolResult:
         raise bug
 
-    monkeypatch.setattr(dsh_tools._pipeline, "_body_outcome", broken)
+    monkeypatch.setattr(dsh_tools._body, "build_success", broken)
     runtime = ToolRuntime()
     runtime.register(raw_tool())
     posted: list[str] = []
@@ -832,3 +833,31 @@ async def test_p063_an_unexpected_failure_building_the_success_is_final_on_both_
     assert result.error.message == "success builder bug"
     assert posted == []
     assert observed == [result]
+
+
+async def test_p063_an_unexpected_failure_building_the_success_is_final_in_the_shared_scope(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The same bug on the scheduler's shared-scope path (``dispatch_in_abort_scope``):
+    stage 2 ends with a final result (``NeedsFinish``), like the other two paths, since all
+    three build the success in the same body step."""
+    bug = RuntimeError("success builder bug")
+
+    def broken(*args: object) -> ToolResult:
+        raise bug
+
+    monkeypatch.setattr(dsh_tools._body, "build_success", broken)
+    runtime = ToolRuntime()
+    runtime.register(raw_tool())
+    call = ToolCall(call_id="c1", name="echo", arguments={"text": "hi"})
+    execution = lowlevel.create(runtime, call)
+    step = await lowlevel.prepare(execution)
+    assert type(step) is ReadyToDispatch
+    stage = lowlevel.dispatch_in_abort_scope(step)
+    assert stage is not None
+    with execution.abort.move_on_abort():
+        done = await stage
+    assert type(done) is lowlevel.NeedsFinish
+    assert done.result.error is not None
+    assert done.result.error.message == "success builder bug"
+    assert lowlevel.finish(execution, done.result) is done.result

@@ -24,6 +24,8 @@ SPEC_NAMES = {
     "assert_supported_json_schema", "CallNext", "PreDecision", "PostDecision",
     "PreExecuteHook", "ExecuteWrapper", "PostExecuteHook", "ResultObserver", "ChangeObserver",
     "Guard", "RUN_CODE_NAME",
+    # Issue 12: introspection snapshots (trio's statistics() habit), beyond the spec's list.
+    "RuntimeStatistics", "ScopeStatistics",
 }  # fmt: skip
 ERROR_CODE_CONSTANTS = {code.name for code in dsh_tools.ErrorCode}
 

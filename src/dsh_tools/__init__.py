@@ -49,6 +49,7 @@ from ._runtime import ToolRuntime
 from ._schema_check import assert_supported_json_schema
 from ._schema_validate import validate_args, validate_json_value
 from ._scope import Scope
+from ._statistics import RuntimeStatistics, ScopeStatistics
 from ._tool_decorator import tool
 
 __all__ = [
@@ -94,7 +95,9 @@ __all__ = [
     "PreDecision",
     "PreExecuteHook",
     "ResultObserver",
+    "RuntimeStatistics",
     "Scope",
+    "ScopeStatistics",
     "TextContent",
     "ToolArgsError",
     "ToolCall",

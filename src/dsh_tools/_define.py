@@ -144,7 +144,7 @@ def build_validating_tool(
         present_call=present_call,
         present_result=present_result,
     )
-    return attrs.evolve(
+    validating = attrs.evolve(
         plain,
         execute=_validating_execute(validator, execute),
         is_concurrency_safe=(
@@ -157,9 +157,13 @@ def build_validating_tool(
             None if present_result is None else _soft_present_result(validator, present_result)
         ),
     )
+    # The pipeline runs the two steps itself: it validates, then awaits the user's body.
+    return validating._with_validation(validator, execute)
 
 
 def _validating_execute(validator: CompiledSchema, execute: Execute) -> Execute:
+    # The public ``execute`` of a validating definition, for a caller that awaits it
+    # directly; the pipeline's body step validates the same way, then awaits ``execute``.
     async def validated(arguments: FrozenDict, ctx: ToolRunContext) -> object:
         violations = validator.validate_frozen(arguments, "")
         if violations:

@@ -110,6 +110,13 @@ class ToolDefinition:
     is_concurrency_safe: bool | Callable[[Any], object] = False
     present_call: Callable[[Any], object] | None = None
     present_result: Callable[[Any, ToolResult], object] | None = None
+    # What the pipeline's body step runs for this tool: the compiled parameters schema it
+    # validates the arguments against just before the body (``None``: no validation), and
+    # the body. A raw definition validates nothing and its body is ``execute``;
+    # ``define_tool``/``@tool`` set both (their public ``execute`` still validates, for a
+    # caller that awaits it directly).
+    _arguments_schema: CompiledSchema | None = attrs.field(init=False, default=None, repr=False)
+    _body: Callable[[Any, ToolRunContext], Awaitable[object]] = attrs.field(init=False, repr=False)
 
     def __attrs_post_init__(self) -> None:
         name = self.name
@@ -132,6 +139,18 @@ class ToolDefinition:
             raise TypeError(f'tool "{name}" is_concurrency_safe must be a bool or callable')
         timeout = check_timeout(self.timeout, f'tool "{name}" timeout')
         object.__setattr__(self, "timeout", timeout)
+        object.__setattr__(self, "_body", self.execute)
+
+    def _with_validation(
+        self,
+        arguments_schema: CompiledSchema,
+        body: Callable[[Any, ToolRunContext], Awaitable[object]],
+    ) -> ToolDefinition:
+        # define_tool/@tool: the pipeline validates against ``arguments_schema``, then
+        # awaits ``body`` (no wrapper frame around the body).
+        object.__setattr__(self, "_arguments_schema", arguments_schema)
+        object.__setattr__(self, "_body", body)
+        return self
 
 
 def check_timeout(timeout: object, label: str) -> float | None:

@@ -92,7 +92,14 @@ def is_async_callable(fn: object) -> bool:
 class Registry:
     """The private state of one runtime: the global owner, observers and sequence counters."""
 
-    __slots__ = ("change_observers", "global_owner", "hook_version", "seq")
+    __slots__ = (
+        "change_observers",
+        "global_owner",
+        "hook_version",
+        "in_flight",
+        "open_scopes",
+        "seq",
+    )
 
     def __init__(self) -> None:
         self.global_owner = Owner()
@@ -100,6 +107,10 @@ class Registry:
         self.seq = 0
         # Bumped on every hook table change; scopes cache their merged chains against it.
         self.hook_version = 0
+        # For statistics(): updated where a scope opens or closes and where an execution is
+        # created or finished, so that they cost no extra step per call.
+        self.open_scopes = 0
+        self.in_flight = 0
 
     # -- resolution ---------------------------------------------------------------------
 

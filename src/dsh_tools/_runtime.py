@@ -10,6 +10,7 @@ from ._json import freeze_json, thaw_json
 from ._pipeline import execute
 from ._registry import Registry, check_callable
 from ._scope import Scope
+from ._statistics import RuntimeStatistics, runtime_statistics
 
 if TYPE_CHECKING:
     from ._approval import ApprovalService
@@ -124,6 +125,16 @@ class ToolRuntime:
     def on_change(self, fn: ChangeObserver) -> Disposer:
         """Add a synchronous ``tools/change`` observer, called when the visible tool set changes."""
         return self._registry.add_change_observer(fn, None)
+
+    def statistics(self) -> RuntimeStatistics:
+        """A frozen snapshot of the runtime (see :class:`RuntimeStatistics`).
+
+        Example:
+            >>> runtime = ToolRuntime()
+            >>> runtime.statistics().executions_in_flight
+            0
+        """
+        return runtime_statistics(self._registry)
 
     def get(self, name: str, scope: Scope | None = None) -> ToolDefinition | None:
         """Return the definition of ``name`` visible from ``scope`` (or globally), or ``None``.

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, final
 
 from ._registry import Owner, Registry, check_callable
+from ._statistics import ScopeStatistics, scope_statistics
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
@@ -95,6 +96,7 @@ class Scope:
         self._registrations = {}
         if parent is not None:
             parent._children.append(self)
+        registry.open_scopes += 1
         return self
 
     def __repr__(self) -> str:
@@ -179,6 +181,7 @@ class Scope:
         if self.closed:
             return
         self.closed = True
+        self._registry.open_scopes -= 1
         for child in reversed(list(self._children)):
             child.close()
         self._children.clear()
@@ -186,6 +189,17 @@ class Scope:
             disposer()
         if self.parent is not None and self in self.parent._children:
             self.parent._children.remove(self)
+
+    def statistics(self) -> ScopeStatistics:
+        """A frozen snapshot of what this scope itself holds (see :class:`ScopeStatistics`).
+
+        Example:
+            >>> from dsh_tools import ToolRuntime
+            >>> with ToolRuntime().open_scope(name="agent") as scope:
+            ...     scope.statistics().tools
+            0
+        """
+        return scope_statistics(self)
 
     def __enter__(self) -> Scope:
         return self
