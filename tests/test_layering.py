@@ -147,3 +147,15 @@ def test_the_import_scan_sees_every_form_of_import(tmp_path: Path) -> None:
     assert asyncio_importers({"dsh_tools._probe": probe}) == {"dsh_tools._probe"}
     relative = imports(PACKAGES["dsh_sched"] / "_demo" / "_run.py", "dsh_sched._demo._run")
     assert ("dsh_sched._batch", ["DEFAULT_MAX_PARALLEL", "run_tool_calls"]) in relative
+
+
+def test_no_module_of_the_library_exceeds_500_lines() -> None:
+    """A module past ~500 lines holds several concepts (STYLE): split it along them."""
+    too_long = {}
+    for package in (dsh_tools, dsh_sched):
+        root = Path(str(package.__file__)).parent
+        for path in root.rglob("*.py"):
+            lines = path.read_text(encoding="utf-8").count("\n")
+            if lines > 500:
+                too_long[path.relative_to(root.parent).as_posix()] = lines
+    assert too_long == {}

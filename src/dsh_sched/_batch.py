@@ -8,10 +8,8 @@ block; the ordered work happens in ``_driver.Driver``.
 from __future__ import annotations
 
 import collections
-import inspect
 import itertools
 import logging
-import math
 import weakref
 from typing import TYPE_CHECKING, final
 
@@ -20,7 +18,8 @@ import trio
 from dsh_tools import Abort, ExecutionToken, Scope, ToolRuntime
 from dsh_tools.lowlevel import exception_leaves, is_cancellation
 
-from ._calls import ModelToolCall
+from ._batch_args import validate
+from ._batch_iter import BatchIterator
 from ._driver import Driver
 
 if TYPE_CHECKING:
@@ -28,6 +27,7 @@ if TYPE_CHECKING:
     from contextlib import AbstractAsyncContextManager
     from types import TracebackType
 
+    from ._calls import ModelToolCall
     from ._outcome import BatchOutcome, BatchStatistics, CommittedCall
     from ._sinks import Sink
 
@@ -40,78 +40,6 @@ _log = logging.getLogger("dsh_sched")
 
 # Process-unique batch numbers (scheduler.md §5): they only group one process run's events.
 _batch_numbers = itertools.count(1)
-
-_SINK_METHODS = ("on_call", "on_result", "on_context")
-
-
-def _is_async(fn: object) -> bool:
-    """Whether calling ``fn`` makes a coroutine: an ``async def`` (bound or not) or an
-    object whose class defines ``async def __call__``."""
-    if inspect.iscoroutinefunction(fn):
-        return True
-    call = getattr(type(fn), "__call__", None)  # noqa: B004 - the class attribute
-    return call is not None and inspect.iscoroutinefunction(call)
-
-
-def _validate(
-    runtime: ToolRuntime,
-    calls: Iterable[ModelToolCall],
-    scope: object,
-    abort: object,
-    max_parallel: object,
-    sink: object,
-    parent: object,
-    root_call_id: object,
-    keep_results: object,
-    timeout: object,
-) -> tuple[ModelToolCall, ...]:
-    # The order is scheduler.md §2.1's; nothing is started or recorded before it passes.
-    if not isinstance(runtime, ToolRuntime):
-        raise TypeError(f"runtime must be a ToolRuntime, got {type(runtime).__name__}")
-    if isinstance(max_parallel, bool) or not isinstance(max_parallel, int):
-        raise TypeError("max_parallel must be a positive integer")
-    if max_parallel < 1:
-        raise ValueError("max_parallel must be a positive integer")
-    try:
-        iterator = iter(calls)
-    except TypeError:
-        raise TypeError(
-            f"calls must be an iterable of ModelToolCall objects, got {type(calls).__name__}"
-        ) from None
-    materialized = tuple(iterator)
-    for item in materialized:
-        if not isinstance(item, ModelToolCall):
-            raise TypeError(f"calls must contain ModelToolCall objects, got {type(item).__name__}")
-    if scope is not None:
-        if not isinstance(scope, Scope):
-            raise TypeError("scope must be a Scope or None")
-        if scope.runtime is not runtime:
-            raise ValueError("scope belongs to a different runtime")
-    if abort is not None and not isinstance(abort, Abort):
-        raise TypeError("abort must be an Abort or None")
-    if sink is not None and not all(callable(getattr(sink, name, None)) for name in _SINK_METHODS):
-        raise TypeError("sink must provide on_call, on_result and on_context")
-    if sink is not None:
-        for name in _SINK_METHODS:
-            if _is_async(getattr(sink, name)):
-                # Called without awaiting: its coroutine would be dropped and every event lost.
-                raise TypeError(
-                    f"sink.{name} is async; sink methods are called synchronously in the "
-                    "driver task: make them plain methods (hand events to a task through a "
-                    "trio memory channel's send_nowait if they must await)"
-                )
-    if parent is not None and not isinstance(parent, ExecutionToken):
-        raise TypeError("parent must be an ExecutionToken or None")
-    if root_call_id is not None and type(root_call_id) is not str:
-        raise TypeError("root_call_id must be a str or None")
-    if not isinstance(keep_results, bool):
-        raise TypeError("keep_results must be a bool")
-    if timeout is not None:
-        if isinstance(timeout, bool) or not isinstance(timeout, int | float):
-            raise TypeError("timeout must be a positive number or None")
-        if not math.isfinite(timeout) or timeout <= 0:
-            raise ValueError("timeout must be a positive number or None")
-    return materialized
 
 
 def open_batch(
@@ -165,7 +93,7 @@ def open_batch(
         ...             print(committed.index, committed.result.is_error)
         ...     return batch.outcome
     """
-    materialized = _validate(
+    materialized = validate(
         runtime,
         calls,
         scope,
@@ -263,71 +191,6 @@ async def run_tool_calls(
 
 
 @final
-class _BatchIterator:
-    """The single consumer's cursor over a batch's committed calls (scheduler.md §9).
-
-    The driver never waits for it: it appends and wakes; the iterator reads at its pace.
-    """
-
-    __slots__ = ("__weakref__", "_batch", "_closed", "_cursor", "_driver")
-
-    def __init__(self, driver: Driver, batch: Batch) -> None:
-        self._driver = driver
-        self._batch = batch
-        self._cursor = 0
-        self._closed = False
-
-    def __aiter__(self) -> _BatchIterator:
-        return self
-
-    def _take(self) -> CommittedCall | None:
-        driver = self._driver
-        if driver.keep:
-            cursor = self._cursor
-            if cursor < len(driver.results):
-                self._cursor = cursor + 1
-                return driver.results[cursor]
-            return None
-        held = driver.held
-        if held:
-            item = held.popleft()
-            # The driver may be parked until the reader makes room (backpressure).
-            driver.wake_driver()
-            return item
-        return None
-
-    @trio.lowlevel.enable_ki_protection
-    async def __anext__(self) -> CommittedCall:
-        if self._closed:
-            raise StopAsyncIteration
-        await trio.lowlevel.checkpoint_if_cancelled()
-        driver = self._driver
-        while True:
-            item = self._take()
-            if item is not None:
-                # Like a memory channel's receive: the item is taken, so this schedule
-                # point must not lose it to a cancellation.
-                await trio.lowlevel.cancel_shielded_checkpoint()
-                return item
-            if driver.ended:
-                self.close()
-                raise StopAsyncIteration
-            driver.iter_parked = True
-            await driver.iter_waiter.park()
-
-    def close(self) -> None:
-        """End this iteration; a new one may start."""
-        if not self._closed:
-            self._closed = True
-            self._batch._release(self)
-
-    async def aclose(self) -> None:
-        """End this iteration (async form, for ``contextlib.aclosing``)."""
-        self.close()
-        await trio.lowlevel.checkpoint()
-
-
-@final
 class Batch:
     """A running batch of tool calls; created by :func:`open_batch`, used with ``async with``.
 
@@ -345,7 +208,7 @@ class Batch:
     _driver: Driver
     _entered: bool
     _nursery_cm: AbstractAsyncContextManager[trio.Nursery] | None
-    _iter_ref: weakref.ref[_BatchIterator] | None
+    _iter_ref: weakref.ref[BatchIterator] | None
 
     def __init__(self, *args: object, **kwargs: object) -> None:
         raise TypeError("Batch has no public constructor; use open_batch(...)")
@@ -516,20 +379,20 @@ class Batch:
         ref = self._iter_ref
         if ref is not None and ref() is not None:
             raise RuntimeError("batch is already being iterated")
-        iterator = _BatchIterator(self._driver, self)
+        iterator = BatchIterator(self._driver, self)
         self._iter_ref = weakref.ref(iterator, self._iterator_gone)
         if not self._driver.keep:
             self._driver.held = collections.deque()
         return iterator
 
-    def _release(self, iterator: _BatchIterator) -> None:
+    def _release(self, iterator: BatchIterator) -> None:
         # Only the claiming iterator can be open (a second one is refused while it is
         # alive), so the iterator closing now is the one holding the claim.
         self._iter_ref = None
         self._driver.held = None
         self._driver.wake_driver()
 
-    def _iterator_gone(self, ref: weakref.ref[_BatchIterator]) -> None:
+    def _iterator_gone(self, ref: weakref.ref[BatchIterator]) -> None:
         # A consumer that broke out of ``async for`` dropped its iterator: the iteration
         # is over, and with keep_results=False nothing is held for it any more.
         if self._iter_ref is ref:
