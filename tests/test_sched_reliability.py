@@ -373,3 +373,39 @@ async def test_synthetic_pairs_wait_for_a_slow_reader_too() -> None:
             await trio.lowlevel.checkpoint()
     assert read == committed == n
     assert max(ahead) <= HELD_LIMIT + 1
+
+
+async def test_a_finalizer_interrupting_the_bookkeeping_still_leaves_every_result(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """Found by the fuzz: the caller's cancellation, then the bookkeeping's ``finish`` runs a
+    finalizer that raises a ``BaseException``: that call keeps the result it was finished
+    with, every other call gets its result too, and that exception leaves the batch bare."""
+    runtime = ToolRuntime()
+
+    def finalizer(execution: ToolExecution, result: ToolResult) -> None:
+        raise Boom()
+
+    runtime.register(
+        ToolDefinition(
+            name="t",
+            description="t",
+            parameters={},
+            output=output(),
+            execute=_tool("t").execute,
+            finalize_content=finalizer,
+        )
+    )
+
+    async def slow_pre(execution: ToolExecution, call_next: CallNext[PreDecision]) -> PreDecision:
+        await trio.sleep_forever()
+        raise AssertionError("unreachable: cancelled while it sleeps")
+
+    runtime.on_pre_execute(slow_pre)
+    sink = RecordingSink()
+    with pytest.raises(Boom), trio.move_on_after(1):
+        await run_tool_calls(runtime, calls("t:c1", "t:c2"), sink=sink)
+    committed = [e for e in sink.events if isinstance(e, CallCommitted)]
+    assert [e.call.call_id for e in committed] == ["c1", "c2"]
+    assert text_of(committed[0].result) == "Error: tool call aborted before dispatch"
+    assert committed[1].synthetic

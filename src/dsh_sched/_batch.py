@@ -290,12 +290,14 @@ class Batch:
         except BaseException as nursery_exc:
             cancelled = self._sort_nursery_exception(nursery_exc)
 
-        native = native_before_block or block_native or driver.native
         if not driver.done and driver.failure is None:
             # The driver was cut short by cancellation (the caller's, or ours after a
             # native exception): one result per call, synchronously, no shield needed (§7).
             driver.bookkeep()
         driver.end_iteration()
+        # Read after the bookkeeping: a finalizer or an observer may raise a
+        # KeyboardInterrupt-like exception while it finishes a call (decision 38).
+        native = native_before_block or block_native or driver.native
 
         failure = driver.failure
         if native is not None:

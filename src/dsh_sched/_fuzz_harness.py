@@ -201,6 +201,7 @@ class _Tools:
             output=_output(),
             execute=_body(spec, self.timeline),
             is_concurrency_safe=classifier,
+            finalize_content=_interrupting_finalizer if spec.finalizer_interrupts else None,
         )
         self.disposers[name] = self.runtime.register(self.recorder.instrument(defn))
         self.parallel[name] = classifier is True
@@ -208,6 +209,11 @@ class _Tools:
     def flip(self, name: str) -> None:
         self.disposers[name]()
         self._register(name, not self.parallel[name])
+
+
+def _interrupting_finalizer(execution: ToolExecution, result: ToolResult) -> None:
+    # A BaseException out of stage 4: the call must still get its one result.
+    raise FuzzInterrupt(f"finalizer of {execution.name}")
 
 
 def _install_hook(spec: HookSpec, runtime: ToolRuntime, tools: _Tools) -> None:
@@ -254,6 +260,8 @@ def _install_hook(spec: HookSpec, runtime: ToolRuntime, tools: _Tools) -> None:
 
         def observe(execution: ToolExecution, result: ToolResult) -> None:
             if execution.name == target:
+                if spec.action == "interrupt":
+                    raise FuzzInterrupt(f"observer of {target}")
                 tools.flip(target)
 
         runtime.on_result(observe)

@@ -133,6 +133,7 @@ async def run_scenario(scenario: Scenario) -> ScenarioRun:
         iterate=scenario.iterate,
         keep_results=scenario.keep_results,
         check=False,
+        close_scope_at=scenario.close_scope_at,
     )
     # A sink failure is an internal failure unless it happened during cancellation
     # bookkeeping, which logs it and goes on. Nothing follows an internal failure, so the
@@ -161,6 +162,7 @@ async def run_checked(
     check: bool = True,
     scope: Scope | None = None,
     ignore: Collection[str] = (),
+    close_scope_at: float | None = None,
 ) -> ScenarioRun:
     """Run one batch with ``recorder`` as its sink, then (by default) check its trace.
 
@@ -174,7 +176,9 @@ async def run_checked(
     unexpected error) propagates and fails the test.
 
     ``scope`` is the batch's scope (``open_batch(scope=...)``), for tools registered in
-    one. ``ignore`` names invariants the check does not report (see :func:`check_trace`:
+    one. ``close_scope_at`` closes the batch's scope at that moment (a fresh scope of
+    ``runtime`` when ``scope`` is ``None``): the calls started after it fail closed.
+    ``ignore`` names invariants the check does not report (see :func:`check_trace`:
     ``{"I6"}`` for a tool set whose own code raises ``AbortError``).
 
     Give the three moments different values that none of your tools' waits ends on (as
@@ -185,6 +189,8 @@ async def run_checked(
         AssertionError: ``check`` is true and an invariant or an exception rule is violated.
     """
     abort = Abort()
+    if close_scope_at is not None and scope is None:
+        scope = runtime.open_scope(name="fuzzed batch")
     outcome: BatchOutcome | None = None
     failure: SinkFailure | None = None
     interrupted: FuzzInterrupt | None = None
@@ -204,6 +210,10 @@ async def run_checked(
         await trio.sleep_until(start + at)
         scope.cancel()
 
+    async def close_later(batch_scope: Scope, at: float) -> None:
+        await trio.sleep_until(start + at)
+        batch_scope.close()
+
     aborted_at: float | None = None
 
     async def note_abort() -> None:
@@ -219,12 +229,16 @@ async def run_checked(
             abort.abort("fuzz abort")
         if cancel_at == 0.0:
             outer.cancel()
+        if close_scope_at == 0.0 and scope is not None:
+            scope.close()
         async with trio.open_nursery() as timers:
             timers.start_soon(note_abort)
             if abort_at:
                 timers.start_soon(fire_abort, abort_at)
             if cancel_at:
                 timers.start_soon(cancel_later, outer, cancel_at)
+            if close_scope_at and scope is not None:
+                timers.start_soon(close_later, scope, close_scope_at)
             batch = open_batch(
                 runtime,
                 calls,

@@ -66,7 +66,7 @@ BodyKind: TypeAlias = Literal[
     "instant", "sleep", "raise", "swallow_cancel", "shielded", "abort_batch", "interrupt"
 ]
 HookStage: TypeAlias = Literal["pre", "post", "observer"]
-HookAction: TypeAlias = Literal["deny", "ask", "raise", "sleep", "block", "flip"]
+HookAction: TypeAlias = Literal["deny", "ask", "raise", "sleep", "block", "flip", "interrupt"]
 
 #: Body and hook delays: whole numbers of grid steps.
 DELAYS = (0.0, 0.5, 1.0, 2.0, 3.0)
@@ -77,6 +77,8 @@ STEP = 0.5
 ABORT_PHASE = 0.25
 CANCEL_PHASE = 0.125
 BLOCK_PHASE = 0.375
+#: Scope closings fall on sixteenths (an even number of 64ths): no lane, no other phase.
+CLOSE_PHASE = 0.0625
 
 
 class FuzzInterrupt(BaseException):
@@ -114,6 +116,8 @@ class ToolSpec:
             (see the module docstring), and a cancelled wait ends at its next lane point.
         contexts: How many contexts the body defers (0–2).
         concludes: Whether the body concludes the turn.
+        finalizer_interrupts: Whether its ``finalize_content`` raises
+            :class:`FuzzInterrupt` (a ``BaseException`` out of stage 4).
     """
 
     name: str
@@ -122,6 +126,7 @@ class ToolSpec:
     delay: float
     contexts: int
     concludes: bool
+    finalizer_interrupts: bool = False
 
 
 @final
@@ -130,7 +135,9 @@ class HookSpec:
     """One generated hook, acting only on calls of ``tool``.
 
     ``flip`` (any stage) re-registers ``tool`` with the opposite fixed classification: a
-    registry change that live reclassification must see. ``sleep`` makes the stage slow.
+    registry change that live reclassification must see. ``interrupt`` (observers) raises
+    :class:`FuzzInterrupt` out of a result observer, a ``BaseException`` out of stage 4.
+    ``sleep`` makes the stage slow.
     ``deny``/``ask``/``raise`` are pre-execute decisions (``ask`` with no approval service
     is a denial); ``block``/``raise`` are post-execute decisions. A ``sleep`` waits at least
     ``delay`` virtual seconds, until a half second (the driver's grid).
@@ -163,6 +170,8 @@ class Scenario:
         iterate: Whether the block iterates the batch (with ``open_batch``).
         keep_results: The batch's ``keep_results``.
         use_open_batch: ``open_batch`` in a block, rather than ``run_tool_calls``.
+        close_scope_at: When the batch's scope is closed (the batch then runs in a scope
+            of its own), or never; ``0.0`` closes it before the batch starts.
 
     Runs are deterministic when no two moments are equal and none falls on the half-second
     grid or on a lane (see the module docstring), as :func:`scenarios` draws them; ``0.0``
@@ -180,6 +189,7 @@ class Scenario:
     iterate: bool
     keep_results: bool
     use_open_batch: bool
+    close_scope_at: float | None = None
 
 
 @final

@@ -31,6 +31,7 @@ from ._fuzz_scenario import (
     ABORT_PHASE,
     BLOCK_PHASE,
     CANCEL_PHASE,
+    CLOSE_PHASE,
     DELAYS,
     STEP,
     BodyKind,
@@ -88,6 +89,7 @@ def tool_specs(draw: st.DrawFn, name: str, *, allow_interrupt: bool = True) -> T
     if allow_interrupt:
         bodies.append("interrupt")
     return ToolSpec(
+        finalizer_interrupts=allow_interrupt and draw(st.integers(0, 9)) == 0,
         name=name,
         classifier=draw(
             st.sampled_from(("parallel", "parallel", "exclusive", "raises", "by_argument"))
@@ -99,8 +101,11 @@ def tool_specs(draw: st.DrawFn, name: str, *, allow_interrupt: bool = True) -> T
     )
 
 
-def hook_specs(tool_names: Sequence[str]) -> st.SearchStrategy[HookSpec]:
-    """A generated hook targeting one of ``tool_names``."""
+def hook_specs(
+    tool_names: Sequence[str], *, allow_interrupt: bool = True
+) -> st.SearchStrategy[HookSpec]:
+    """A generated hook targeting one of ``tool_names`` (an observer that raises
+    :class:`FuzzInterrupt` only with ``allow_interrupt``)."""
     pre = st.sampled_from(("deny", "ask", "raise", "sleep", "flip"))
     post = st.sampled_from(("block", "raise", "sleep", "flip"))
     tools = st.sampled_from(tuple(tool_names))
@@ -109,7 +114,11 @@ def hook_specs(tool_names: Sequence[str]) -> st.SearchStrategy[HookSpec]:
         st.builds(HookSpec, stage=st.just("pre"), action=pre, tool=tools, delay=delays),
         st.builds(HookSpec, stage=st.just("post"), action=post, tool=tools, delay=delays),
         st.builds(
-            HookSpec, stage=st.just("observer"), action=st.just("flip"), tool=tools, delay=delays
+            HookSpec,
+            stage=st.just("observer"),
+            action=st.sampled_from(("flip", "flip", "interrupt") if allow_interrupt else ("flip",)),
+            tool=tools,
+            delay=delays,
         ),
     )
 
@@ -167,7 +176,9 @@ def scenarios(
     count = draw(st.integers(1, max_tools))
     names = [f"t{i}" for i in range(count)]
     tools = tuple(draw(tool_specs(name, allow_interrupt=allow_interrupt)) for name in names)
-    hooks = tuple(draw(st.lists(hook_specs(names), max_size=max_hooks)))
+    hooks = tuple(
+        draw(st.lists(hook_specs(names, allow_interrupt=allow_interrupt), max_size=max_hooks))
+    )
     calls = draw(model_tool_calls(names, max_size=max_calls))
     use_open_batch = draw(st.booleans())
     return Scenario(
@@ -182,4 +193,5 @@ def scenarios(
         iterate=draw(st.booleans()) if use_open_batch else False,
         keep_results=draw(st.booleans()),
         use_open_batch=use_open_batch,
+        close_scope_at=draw(moments(phase=CLOSE_PHASE)),
     )

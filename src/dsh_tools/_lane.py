@@ -425,6 +425,15 @@ class Lane:
                 # A runtime bug; the call is left without a result rather than faked.
                 _log.error("could not finish a cancelled call", exc_info=exc)
                 continue
+            except BaseException as exc:
+                # A finalizer or an observer raised a KeyboardInterrupt-like exception out of
+                # stage 4: the call is finished all the same (decision 38); record it, and
+                # let the batch's owner raise the exception once the bookkeeping is done.
+                self.note_native(exc)
+                finished = finished_result(execution)
+                if finished is None:  # pragma: no cover - stage 4 records before user code
+                    continue
+                result = finished
             self.committed_count += 1
             try:
                 client.on_commit(index, result, mode)
