@@ -557,6 +557,9 @@ class ExplodingConsole:
     def body_ended(self, token: ExecutionToken) -> None:
         self.inner.body_ended(token)
 
+    def watch(self, statistics: Any) -> None:
+        self.inner.watch(statistics)
+
     def refresh(self) -> None:
         self.inner.refresh()
 
@@ -1049,3 +1052,34 @@ def test_the_demo_command_in_a_subprocess(tmp_path: Path) -> None:
     assert lines[-2:] == [f"session log: {log}", f"timeline:    {timeline}"]
     assert len(read_session_log(log)) == N
     assert len(svg_rows(timeline)) == N
+
+
+async def test_the_rich_header_counts_from_the_batch_statistics(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """The live header's counters come from ``Batch.statistics()`` (the group's mode too)."""
+    from rich.console import Console
+
+    from dsh_sched import BatchStatistics
+    from dsh_sched._demo._rich import RichConsole
+
+    stream = io.StringIO()
+    console = RichConsole(Console(file=stream, width=140), refresh_interval=None)
+    seen: list[BatchStatistics] = []
+    real_watch = console.watch
+
+    def watch(statistics: Any) -> None:
+        def recorded() -> BatchStatistics:
+            stats: BatchStatistics = statistics()
+            seen.append(stats)
+            return stats
+
+        real_watch(recorded)
+
+    console.watch = watch  # type: ignore[method-assign]
+    await run_demo(out_dir=tmp_path / "out", workspace=tmp_path / "ws", console=console)
+    assert seen
+    assert any(s.group_mode is ExecutionMode.PARALLEL for s in seen)
+    assert seen[-1].committed == seen[-1].calls == 13
+    # Off a terminal only the final table is drawn: the batch is over, no group runs.
+    assert "committed 13/13" in stream.getvalue()

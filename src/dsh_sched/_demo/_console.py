@@ -22,10 +22,11 @@ from .._calls import ModelToolCall
 from .._timeline_rows import STATUS_TEXT, Status, arguments_text, result_status
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
 
     from dsh_tools import ExecutionToken
 
+    from .._outcome import BatchStatistics
     from .._sinks import CallCommitted, CallStarted, ContextAccepted
     from ._run import DemoReport
 
@@ -150,6 +151,9 @@ class DemoConsole(Protocol):
 
     def body_ended(self, token: ExecutionToken) -> None:
         """A tool body ended."""
+
+    def watch(self, statistics: Callable[[], BatchStatistics]) -> None:
+        """The running batch's ``Batch.statistics``, for a display that shows its counters."""
 
     def refresh(self) -> None:
         """Redraw (called every ``refresh_interval`` seconds while the batch runs)."""
@@ -281,6 +285,9 @@ class PlainConsole:
         head = self._board.head()
         waits = f", result waits for #{head}" if head is not None and head < view.index else ""
         self._event(view.index, view.call.name, "body done" + waits)
+
+    def watch(self, statistics: Callable[[], BatchStatistics]) -> None:
+        """Plain text prints events as they come; it keeps no counters."""
 
     def refresh(self) -> None:
         """Nothing to redraw."""

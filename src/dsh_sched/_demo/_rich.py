@@ -25,10 +25,13 @@ from .._timeline_rows import STATUS_TEXT, arguments_text
 from ._console import Board, CallView, DemoSettings, result_lines, summary_line
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from rich.console import RenderableType  # type: ignore[import-not-found, unused-ignore]
 
     from dsh_tools import ExecutionToken
 
+    from .._outcome import BatchStatistics
     from .._sinks import CallCommitted, CallStarted, ContextAccepted
     from ._run import DemoReport
 
@@ -71,6 +74,7 @@ class RichConsole:
         self._board = Board(())
         self._settings: DemoSettings | None = None
         self._live: Live | None = None
+        self._statistics: Callable[[], BatchStatistics] | None = None
 
     @classmethod
     def for_stream(cls, stream: TextIO | None) -> RichConsole:
@@ -131,10 +135,19 @@ class RichConsole:
                 self._state(view, head),
                 self._elapsed(view),
             )
+        # The counters come from the batch's own snapshot (Batch.statistics()) once the batch
+        # runs; before that, from the board.
+        stats = self._statistics() if self._statistics is not None else None
+        if stats is None:
+            running, committed = self._board.count("running"), self._board.count("committed")
+            group = ""
+        else:
+            running, committed = stats.running, stats.committed
+            group = "" if stats.group_mode is None else f"   group {stats.group_mode.value}"
         header = Text.assemble(
             ("dsh_sched demo", "bold"),
-            f"  {self._now():5.2f} s   bodies running {self._board.count('running')}"
-            f"/{limit}   committed {self._board.count('committed')}/{len(self._board.views)}",
+            f"  {self._now():5.2f} s   bodies running {running}/{limit}"
+            f"   committed {committed}/{len(self._board.views)}{group}",
         )
         return Group(header, table)
 
@@ -189,6 +202,10 @@ class RichConsole:
         """Update the call's row."""
         self._board.body(token, self._now(), started=False)
         self._update()
+
+    def watch(self, statistics: Callable[[], BatchStatistics]) -> None:
+        """Show the batch's counters (running, committed, the group's mode) in the header."""
+        self._statistics = statistics
 
     def refresh(self) -> None:
         """Redraw (spinners and clocks move)."""

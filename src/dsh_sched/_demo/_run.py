@@ -2,7 +2,7 @@
 
 The demo is an ordinary user of the public API: it builds a ``ToolRuntime`` with the
 example file tools, registers a ``TraceRecorder`` (to draw the timeline), the body watcher
-(for live progress) and a guard, and runs the scripted calls with ``run_tool_calls``
+(for live progress) and a guard, and runs the scripted calls with ``open_batch``
 through a sink that fans every event out to the ``JsonlSessionLog`` and the console.
 """
 
@@ -17,7 +17,7 @@ import trio
 
 from dsh_tools import Abort, ToolRuntime
 
-from .._batch import DEFAULT_MAX_PARALLEL, run_tool_calls
+from .._batch import DEFAULT_MAX_PARALLEL, open_batch
 from .._outcome import BatchOutcome
 from .._session_log import JsonlSessionLog
 from ..testing import TimelineRow, TraceEvent, TraceRecorder, render_timeline, timeline_rows
@@ -137,9 +137,12 @@ async def _run_batch(
         if console.refresh_interval is not None:
             helpers.start_soon(_keep_refreshing, console, console.refresh_interval)
         try:
-            outcome = await run_tool_calls(
-                runtime, calls, abort=abort, max_parallel=max_parallel, sink=sink
-            )
+            batch = open_batch(runtime, calls, abort=abort, max_parallel=max_parallel, sink=sink)
+            # The live display reads the batch's counters from its own snapshot.
+            console.watch(batch.statistics)
+            async with batch:
+                pass
+            outcome = batch.outcome
         except BaseException as exc:
             # Re-raised below, after the helpers' nursery: the scheduler raises one exception
             # alone (a KeyboardInterrupt, say; scheduler.md §9), and so does the demo.
@@ -175,7 +178,7 @@ async def run_demo(
 ) -> DemoReport:
     """Run the scripted batch over the example tools, with live progress.
 
-    The 13 scripted calls (:func:`demo_calls`) run through :func:`~dsh_sched.run_tool_calls`
+    The 13 scripted calls (:func:`demo_calls`) run through :func:`~dsh_sched.open_batch`
     with a sink that feeds a ``TraceRecorder``, the ``JsonlSessionLog`` and the console.
     Afterwards the console prints the committed results in model order (I2), the log holds
     one ``tool/call`` / ``tool/result`` pair per call (S-006, I3), and the timeline shows
