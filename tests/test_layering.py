@@ -146,7 +146,7 @@ def test_the_import_scan_sees_every_form_of_import(tmp_path: Path) -> None:
     ]
     assert asyncio_importers({"dsh_tools._probe": probe}) == {"dsh_tools._probe"}
     relative = imports(PACKAGES["dsh_sched"] / "_demo" / "_run.py", "dsh_sched._demo._run")
-    assert ("dsh_sched._batch", ["DEFAULT_MAX_PARALLEL", "run_tool_calls"]) in relative
+    assert ("dsh_sched._batch", ["DEFAULT_MAX_PARALLEL", "open_batch"]) in relative
 
 
 def test_no_module_of_the_library_exceeds_500_lines() -> None:

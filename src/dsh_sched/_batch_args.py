@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import inspect
 import math
 from typing import TYPE_CHECKING
 
 from dsh_tools import Abort, ExecutionToken, Scope, ToolRuntime
+from dsh_tools.lowlevel import is_async_callable
 
 from ._calls import ModelToolCall
 
@@ -16,15 +16,6 @@ if TYPE_CHECKING:
 __all__ = ["validate"]
 
 _SINK_METHODS = ("on_call", "on_result", "on_context")
-
-
-def _is_async(fn: object) -> bool:
-    """Whether calling ``fn`` makes a coroutine: an ``async def`` (bound or not) or an
-    object whose class defines ``async def __call__``."""
-    if inspect.iscoroutinefunction(fn):
-        return True
-    call = getattr(type(fn), "__call__", None)  # noqa: B004 - the class attribute
-    return call is not None and inspect.iscoroutinefunction(call)
 
 
 def validate(
@@ -67,7 +58,7 @@ def validate(
         raise TypeError("sink must provide on_call, on_result and on_context")
     if sink is not None:
         for name in _SINK_METHODS:
-            if _is_async(getattr(sink, name)):
+            if is_async_callable(getattr(sink, name)):
                 # Called without awaiting: its coroutine would be dropped and every event lost.
                 raise TypeError(
                     f"sink.{name} is async; sink methods are called synchronously in the "

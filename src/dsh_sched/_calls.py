@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
-import json.scanner
 from collections.abc import Mapping
 from typing import Any, final
 
 import attrs
 
 from dsh_tools import FrozenDict, freeze_json
+from dsh_tools.lowlevel import parse_json_text
 
 __all__ = ["ModelToolCall", "parse_arguments"]
 
@@ -67,28 +67,6 @@ class ModelToolCall:
     arguments: str | FrozenDict = attrs.field(converter=_freeze_arguments)
 
 
-def _reject_constant(name: str) -> object:
-    # json.loads accepts NaN/Infinity/-Infinity by default; they are not JSON.
-    raise ValueError(f"{name} is not a JSON value")
-
-
-def _unique_keys(pairs: list[tuple[str, object]]) -> dict[str, object]:
-    # A key given twice makes the text invalid: the tool and the session log must never
-    # disagree about which value counted. The runtime's argument message names the key.
-    value = dict(pairs)
-    if len(value) != len(pairs):
-        raise ValueError("duplicate key")
-    return value
-
-
-# One decoder for every call: json.loads(raw, parse_constant=...) builds a new decoder and
-# scanner per call, more than half of its cost for small objects.
-_DECODER = json.JSONDecoder(parse_constant=_reject_constant, object_pairs_hook=_unique_keys)
-# The decoder's own C scanner (what JSONDecoder.raw_decode calls): (value, end index).
-# typeshed types its argument as a scanner; it takes any decoder-like object.
-_SCAN_ONCE = json.scanner.make_scanner(_DECODER)  # type: ignore[arg-type]
-
-
 def parse_arguments(raw: str) -> object:
     """Turn a model's raw argument text into the value given to the runtime.
 
@@ -111,18 +89,10 @@ def parse_arguments(raw: str) -> object:
     """
     if raw == "":
         return {}
-    # The model's text is almost always one JSON value with no surrounding whitespace: the
-    # C scanner alone parses it, without decode()'s two whitespace regex passes.
     try:
-        value, end = _SCAN_ONCE(raw, 0)
-    except (StopIteration, ValueError, RecursionError):
-        pass  # leading whitespace, or not JSON: decode() decides, as below
-    else:
-        if end == len(raw):
-            return value
-    try:
-        return _DECODER.decode(raw)
-    except (ValueError, RecursionError):
-        # ValueError covers JSONDecodeError, the rejected constants and the int digit
-        # limit; RecursionError is the C parser giving up on very deep nesting.
+        return parse_json_text(raw)
+    except json.JSONDecodeError:
+        # Malformed JSON, a rejected constant, a repeated key, an integer too long or
+        # nesting too deep: the tool's validation explains it to the model (with the same
+        # parser, so they agree).
         return raw

@@ -9,6 +9,7 @@ When such text is not valid, :func:`describe_value` says why and where, in the w
 from __future__ import annotations
 
 import json
+import json.scanner
 import re
 import sys
 from typing import Final
@@ -37,7 +38,12 @@ def _unique_keys(pairs: list[tuple[str, object]]) -> dict[str, object]:
     return value
 
 
+# One decoder for every text: json.loads(text, parse_constant=...) builds a new decoder and
+# scanner per call, more than half of its cost for small objects.
 _DECODER: Final = json.JSONDecoder(parse_constant=_reject_constant, object_pairs_hook=_unique_keys)
+# The decoder's own C scanner (what JSONDecoder.raw_decode calls): (value, end index).
+# typeshed types its argument as a scanner; it takes any decoder-like object.
+_SCAN_ONCE: Final = json.scanner.make_scanner(_DECODER)  # type: ignore[arg-type]
 # A string's body after its opening quote: anything but a quote or a backslash, or an
 # escape, up to and including the closing quote.
 _STRING_REST: Final = re.compile(r'(?:[^"\\]|\\.)*"', re.DOTALL)
@@ -52,7 +58,25 @@ def parse_json_text(text: str) -> object:
             constant ``invalid constant <name>`` where it starts, for a repeated key
             ``duplicate key <key as JSON>`` where its second occurrence starts, and for
             nesting too deep for the parser ``nesting too deep`` at the start.
+
+    Example:
+        >>> parse_json_text('{"path": "notes.md"}')
+        {'path': 'notes.md'}
+        >>> try:
+        ...     parse_json_text('{"a": 1, "a": 2}')
+        ... except json.JSONDecodeError as exc:
+        ...     print(exc)
+        duplicate key "a": line 1 column 10 (char 9)
     """
+    # A model's text is almost always one JSON value with no surrounding whitespace: the C
+    # scanner alone parses it, without decode()'s two whitespace regex passes.
+    try:
+        value, end = _SCAN_ONCE(text, 0)
+    except (StopIteration, ValueError, RecursionError):
+        pass  # leading whitespace, or not JSON: decode() decides, and explains, below
+    else:
+        if end == len(text):
+            return value
     try:
         return _DECODER.decode(text)
     except _Constant as exc:

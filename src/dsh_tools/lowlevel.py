@@ -31,6 +31,7 @@ tells a driver the result of one that is finished (for example when a result obs
 """
 
 from ._exception_groups import leaves as exception_leaves
+from ._json_text import parse_json_text
 from ._lane import Lane, LaneClient, LaneStatistics
 from ._pipeline import (
     NeedsFinalize,
@@ -46,6 +47,7 @@ from ._pipeline import (
     is_cancellation,
     prepare,
 )
+from ._registry import is_async_callable
 
 __all__ = [
     "Lane",
@@ -62,6 +64,8 @@ __all__ = [
     "finalize",
     "finish",
     "finished_result",
+    "is_async_callable",
     "is_cancellation",
+    "parse_json_text",
     "prepare",
 ]
