@@ -1,0 +1,63 @@
+"""A small Sphinx extension for the dsh-trio docs: pictures and outputs made by the build.
+
+- ``{dsh-timeline} <scenario>`` runs a real batch (under trio's ``MockClock``, so the
+  picture is the same on every build), records it with ``dsh_sched.testing.TraceRecorder``
+  and embeds the SVG that ``render_timeline`` draws.
+- ``{dsh-command} <args>`` runs ``python -m <args>`` and shows what it printed.
+"""
+
+from __future__ import annotations
+
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from docutils import nodes
+from sphinx.util.docutils import SphinxDirective
+
+import timeline_scenarios
+
+
+class TimelineDirective(SphinxDirective):
+    """Embed the timeline of one scenario of ``timeline_scenarios``."""
+
+    required_arguments = 1
+    has_content = False
+
+    def run(self) -> list[nodes.Node]:
+        name = self.arguments[0]
+        svg = timeline_scenarios.draw(name)
+        out = Path(self.env.srcdir) / "_generated"
+        out.mkdir(exist_ok=True)
+        path = out / f"timeline-{name}.svg"
+        if not path.exists() or path.read_text(encoding="utf-8") != svg:
+            path.write_text(svg, encoding="utf-8")
+        self.env.note_dependency(timeline_scenarios.__file__)
+        image = nodes.image(uri=f"/_generated/timeline-{name}.svg", alt=f"timeline: {name}")
+        return [image]
+
+
+class CommandDirective(SphinxDirective):
+    """Show the output of ``python -m <arguments>``."""
+
+    required_arguments = 1
+    final_argument_whitespace = True
+    has_content = False
+
+    def run(self) -> list[nodes.Node]:
+        args = shlex.split(self.arguments[0])
+        done = subprocess.run(
+            [sys.executable, "-m", *args], capture_output=True, text=True, timeout=60, check=True
+        )
+        text = f"$ python -m {self.arguments[0]}\n{done.stdout.rstrip()}"
+        block = nodes.literal_block(text, text)
+        block["language"] = "text"
+        return [block]
+
+
+def setup(app: Any) -> dict[str, Any]:
+    app.add_directive("dsh-timeline", TimelineDirective)
+    app.add_directive("dsh-command", CommandDirective)
+    return {"version": "1", "parallel_read_safe": True, "parallel_write_safe": True}
