@@ -31,6 +31,8 @@ autodoc_typehints = "signature"
 autodoc_default_options = {"members": True, "show-inheritance": False}
 napoleon_google_docstring = True
 napoleon_numpy_docstring = False
+# "Attributes:" sections as fields: autodoc already documents attrs fields as members.
+napoleon_use_ivar = True
 
 # Only look names up locally: the build must not need the network.
 intersphinx_mapping: dict[str, tuple[str, str | None]] = {}
