@@ -33,7 +33,10 @@ FENCE = re.compile(r"^```python\s*$", re.MULTILINE)
 MODELS: dict[str, tuple[str, list[Step]]] = {
     "tutorial/with-a-model.md": (
         "openai_chat",
-        [[Call("add", '{"a": 2, "b": 3}'), Call("add", '{"a": 4, "b": 5}')], "2 + 3 = 5, 4 + 5 = 9"],
+        [
+            [Call("add", '{"a": 2, "b": 3}'), Call("add", '{"a": 4, "b": 5}')],
+            "2 + 3 = 5, 4 + 5 = 9",
+        ],
     ),
     "howto/agent-loop.md": (
         "anthropic_messages",
@@ -74,7 +77,9 @@ def test_the_pages_have_python_blocks() -> None:
 
 
 @pytest.mark.parametrize("page", PAGES)
-def test_every_python_block_runs(page: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_every_python_block_runs(
+    page: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Each ```python block of the page runs, in order; none is left out of the count."""
     monkeypatch.chdir(tmp_path)
     parser = sybil.Sybil(parsers=[PythonCodeBlockParser()], path=str(DOCS))
