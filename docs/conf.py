@@ -10,7 +10,7 @@ sys.path.insert(0, str(HERE / "_ext"))
 
 project = "dsh-trio"
 author = "the dsh-trio authors"
-copyright = "the dsh-trio authors"  # noqa: A001
+copyright = "the dsh-trio authors"
 
 extensions = [
     "myst_parser",

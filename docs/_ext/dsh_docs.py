@@ -14,10 +14,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import timeline_scenarios
 from docutils import nodes
 from sphinx.util.docutils import SphinxDirective
-
-import timeline_scenarios
 
 
 class TimelineDirective(SphinxDirective):
