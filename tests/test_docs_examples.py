@@ -14,14 +14,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
+from sybil import Sybil
+from sybil.parsers.myst import PythonCodeBlockParser
 
 from tests.fake_providers import Call, Step, serve
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
-sybil = pytest.importorskip("sybil")
-from sybil.parsers.myst import PythonCodeBlockParser  # noqa: E402
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 PAGES = sorted(
@@ -82,7 +82,7 @@ def test_every_python_block_runs(
 ) -> None:
     """Each ```python block of the page runs, in order; none is left out of the count."""
     monkeypatch.chdir(tmp_path)
-    parser = sybil.Sybil(parsers=[PythonCodeBlockParser()], path=str(DOCS))
+    parser = Sybil(parsers=[PythonCodeBlockParser()], path=str(DOCS))
     document = parser.parse(DOCS / page)
     examples = list(document)
     text = (DOCS / page).read_text(encoding="utf-8")
