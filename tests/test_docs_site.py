@@ -85,6 +85,21 @@ def test_the_reference_names_every_public_name(site: Path) -> None:
     assert missing == [], missing
 
 
+def test_the_reference_cites_nothing_readers_cannot_open(site: Path) -> None:
+    """Docstrings cite sections and items of the project's internal specification; the
+    build drops those citations from the reference (readers of the site do not have it)."""
+    citation = re.compile(
+        r"§|\b[A-Z]{1,2}-\d{3}\b|\(I\d{1,2}\)|\b(?:runtime|scheduler|integrations|conformance)\.md\b"
+    )
+    found: list[str] = []
+    for page in sorted(site.glob("**/*.html")):
+        if page.parent.name == "_modules" or page.name in {"design.html", "decisions.html"}:
+            continue
+        text = html.unescape(re.sub(r"<[^>]+>", "", page.read_text(encoding="utf-8")))
+        found.extend(f"{page.name}: {m.group(0)}" for m in citation.finditer(text))
+    assert found == [], found
+
+
 def test_the_fuzzing_kit_is_in_the_reference_too(site: Path) -> None:
     """The lazily loaded names of ``dsh_sched.testing`` (outside its ``__all__``) as well."""
     from dsh_sched import testing
