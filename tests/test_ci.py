@@ -42,3 +42,21 @@ def test_ci_runs_the_docstring_examples_of_src() -> None:
 
 def test_ci_stops_at_the_first_failing_gate() -> None:
     assert "set -euo pipefail" in ci_lines()
+
+
+def test_ci_builds_the_docs_site_with_the_readme_command_and_warnings_as_errors() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    found = re.search(
+        r"^(\.venv/bin/python -m sphinx -W -b html docs docs/_build/html)$", readme, re.M
+    )
+    assert found is not None, "the README's docs command moved: update this test and .ci/run"
+    assert found.group(1) in ci_lines()
+
+
+def test_ci_installs_chromium_only_when_it_is_missing() -> None:
+    """The browser test needs Chromium; .ci/run installs it before the tests, guarded."""
+    lines = [line.strip() for line in ci_lines()]
+    guard = lines.index("if ! command -v chromium >/dev/null 2>&1; then")
+    install = next(i for i, line in enumerate(lines) if "apt-get install -y" in line)
+    tests = lines.index(".venv/bin/python -m coverage run -m pytest -q")
+    assert guard < install < tests

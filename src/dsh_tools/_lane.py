@@ -123,7 +123,7 @@ class Lane:
     # -- the queue ------------------------------------------------------------------------
 
     def extend(self, count: int = 1) -> None:
-        """Append ``count`` calls to an open queue (their ``ToolCall``s come from the client)."""
+        """Append ``count`` calls to an open queue (the client supplies each one's ``ToolCall``)."""
         plan = self.plan
         end = plan.n
         plan.extend(count)
