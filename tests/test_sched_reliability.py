@@ -303,6 +303,29 @@ async def test_a_scope_closed_mid_batch_fails_closed() -> None:
 # -- a long iterated batch holds bounded memory -----------------------------------------
 
 
+class AheadOfTheReader:
+    """A sink that records, at each commit, how many committed calls the reader has not read."""
+
+    def __init__(self) -> None:
+        self.committed = 0
+        self.read = 0
+        self.ahead: list[int] = []
+
+    def on_call(self, event: CallStarted) -> None:
+        pass
+
+    def on_result(self, event: CallCommitted) -> None:
+        self.committed += 1
+        self.ahead.append(self.committed - self.read)
+
+    def on_context(self, event: object) -> None:
+        pass
+
+
+def _instant_calls(n: int) -> list[ModelToolCall]:
+    return [ModelToolCall(call_id=f"c{i}", name="t", arguments="") for i in range(n)]
+
+
 async def test_a_slow_reader_bounds_what_keep_results_false_holds() -> None:
     """Decision 36: with ``keep_results=False``, committed calls wait for a running
     iteration up to ``HELD_LIMIT``; then the driver waits for the reader, so a long batch
@@ -310,33 +333,17 @@ async def test_a_slow_reader_bounds_what_keep_results_false_holds() -> None:
     runtime = ToolRuntime()
     runtime.register(_tool("t"))
     n = 3 * HELD_LIMIT + 7
-    batch_calls = [ModelToolCall(call_id=f"c{i}", name="t", arguments="") for i in range(n)]
-    committed = 0
-    read = 0
-    ahead: list[int] = []
-
-    class Counting:
-        def on_call(self, event: CallStarted) -> None:
-            pass
-
-        def on_result(self, event: CallCommitted) -> None:
-            nonlocal committed
-            committed += 1
-            ahead.append(committed - read)
-
-        def on_context(self, event: object) -> None:
-            pass
-
+    sink = AheadOfTheReader()
     async with open_batch(
-        runtime, batch_calls, keep_results=False, max_parallel=50, sink=Counting()
+        runtime, _instant_calls(n), keep_results=False, max_parallel=50, sink=sink
     ) as batch:
         async for item in batch:
-            assert item.index == read
-            read += 1
+            assert item.index == sink.read
+            sink.read += 1
             for _ in range(3):  # a slow consumer: several rounds per item
                 await trio.lowlevel.checkpoint()
-    assert read == committed == n
-    assert max(ahead) <= HELD_LIMIT + 1
+    assert sink.read == sink.committed == n
+    assert max(sink.ahead) <= HELD_LIMIT + 1
     assert batch.outcome is not None
     assert batch.outcome.results == ()
 
@@ -347,32 +354,16 @@ async def test_synthetic_pairs_wait_for_a_slow_reader_too() -> None:
     runtime = ToolRuntime()
     runtime.register(_tool("t"))
     n = 2 * HELD_LIMIT + 5
-    batch_calls = [ModelToolCall(call_id=f"c{i}", name="t", arguments="") for i in range(n)]
-    read = 0
-    committed = 0
-    ahead: list[int] = []
-
-    class Counting:
-        def on_call(self, event: CallStarted) -> None:
-            pass
-
-        def on_result(self, event: CallCommitted) -> None:
-            nonlocal committed
-            committed += 1
-            ahead.append(committed - read)
-
-        def on_context(self, event: object) -> None:
-            pass
-
-    batch = open_batch(runtime, batch_calls, keep_results=False, sink=Counting())
+    sink = AheadOfTheReader()
+    batch = open_batch(runtime, _instant_calls(n), keep_results=False, sink=sink)
     batch.abort.abort("before it started")
     async with batch:
         async for item in batch:
             assert item.synthetic
-            read += 1
+            sink.read += 1
             await trio.lowlevel.checkpoint()
-    assert read == committed == n
-    assert max(ahead) <= HELD_LIMIT + 1
+    assert sink.read == sink.committed == n
+    assert max(sink.ahead) <= HELD_LIMIT + 1
 
 
 async def test_a_finalizer_interrupting_the_bookkeeping_still_leaves_every_result(
