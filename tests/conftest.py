@@ -7,8 +7,16 @@ Hypothesis profiles: ``ci`` (fast, selected when the ``CI`` environment variable
 from __future__ import annotations
 
 import os
+import signal
 
 from hypothesis import HealthCheck, settings
+
+# A CI runner may start the suite as a background job, with SIGINT ignored; Python then keeps
+# it ignored, and so do the processes the tests start. The tests that deliver a real Ctrl-C
+# (the KI sweep, the asyncio bridge, the examples) need Python's default handler, which turns
+# SIGINT into KeyboardInterrupt and which trio and asyncio replace while they run.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 settings.register_profile(
     "ci",

@@ -258,6 +258,10 @@ def sweep(scenario: str, *, stride: int = 1, offset: int = 0) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    # Started with SIGINT ignored (a background job), Python keeps it ignored: the sweep needs
+    # the default handler, which trio replaces with its own while it runs.
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--stride", type=int, default=1, help="try every N-th landing point")
     parser.add_argument("--offset", type=int, default=0, help="start at point 1 + OFFSET")
