@@ -34,6 +34,7 @@ from tests.test_sched_fixtures import (
     gated_tool,
     ids,
     output,
+    sleeping_tool,
     start_batch,
     text_of,
 )
@@ -324,23 +325,6 @@ async def test_outcome_aborted_is_false_without_an_abort() -> None:
 # -- issue: agent-loop semantics (S-046..S-050) ------------------------------------------
 
 
-def _sleeper(name: str, seconds: float, *, parallel: bool = True) -> ToolDefinition:
-    """A tool whose body sleeps ``seconds`` of virtual time, then returns its name."""
-
-    async def body(args: object, ctx: ToolRunContext) -> object:
-        await trio.sleep(seconds)
-        return name
-
-    return ToolDefinition(
-        name=name,
-        description=name,
-        parameters={},
-        output=output(),
-        execute=body,
-        is_concurrency_safe=parallel,
-    )
-
-
 async def test_s046_a_body_done_before_the_abort_keeps_its_success(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
@@ -348,8 +332,8 @@ async def test_s046_a_body_done_before_the_abort_keeps_its_success(
     ``fast`` keeps its success though its commit waited behind ``slow``; ``slow`` is
     ``ABORTED`` with the reason in its text."""
     runtime = ToolRuntime()
-    runtime.register(_sleeper("slow", 5.0))
-    runtime.register(_sleeper("fast", 0.05))
+    runtime.register(sleeping_tool("slow", 5.0))
+    runtime.register(sleeping_tool("fast", 0.05))
     abort = Abort()
     sink = RecordingSink()
     async with trio.open_nursery() as nursery:
@@ -376,8 +360,8 @@ async def test_s047_timeout_aborts_the_turn_and_keeps_every_result(
     """S-047: ``timeout=0.3``, one call sleeping 5 s and an exclusive call after it: the
     batch returns at 0.3 s (virtual) with its outcome, the reason in every text."""
     runtime = ToolRuntime()
-    runtime.register(_sleeper("sleepy", 5.0))
-    runtime.register(_sleeper("write", 0.01, parallel=False))
+    runtime.register(sleeping_tool("sleepy", 5.0))
+    runtime.register(sleeping_tool("write", 0.01, parallel=False))
     abort = Abort()
     outcome = await run_tool_calls(
         runtime, calls("sleepy:c1", "write:c2"), abort=abort, timeout=0.3
@@ -402,7 +386,7 @@ async def test_s047_timeout_counts_from_entering_the_batch(
     """S-047 (§2.1): the deadline is trio's clock from the moment the batch starts, and an
     integral timeout is written without a fraction (``format(t, "g")``)."""
     runtime = ToolRuntime()
-    runtime.register(_sleeper("sleepy", 50.0))
+    runtime.register(sleeping_tool("sleepy", 50.0))
     await trio.sleep(7)
     batch = open_batch(runtime, calls("sleepy:c1"), timeout=2)
     await trio.sleep(1)  # validation happened above; the clock starts on entering
@@ -441,7 +425,7 @@ async def test_s049_a_batch_that_ends_in_time_is_never_aborted(
     """S-049: a batch that ends before its ``timeout`` (and one without any) is not
     aborted; the timer leaves with the batch, which returns as soon as its calls are done."""
     runtime = ToolRuntime()
-    runtime.register(_sleeper("quick", 0.1))
+    runtime.register(sleeping_tool("quick", 0.1))
     abort = Abort()
     outcome = await run_tool_calls(runtime, calls("quick:c1", "quick:c2"), abort=abort, timeout=60)
     assert trio.current_time() == 0.1  # not held open until the deadline

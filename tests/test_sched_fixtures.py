@@ -129,6 +129,23 @@ def gated_tool(
     )
 
 
+def sleeping_tool(name: str, seconds: float, *, parallel: bool = True) -> ToolDefinition:
+    """A tool whose body sleeps ``seconds`` of virtual time, then returns its name."""
+
+    async def body(args: object, ctx: ToolRunContext) -> object:
+        await trio.sleep(seconds)
+        return name
+
+    return ToolDefinition(
+        name=name,
+        description=name,
+        parameters={},
+        output=output(),
+        execute=body,
+        is_concurrency_safe=parallel,
+    )
+
+
 def calls(*specs: str, arguments: str | dict[str, Any] = "") -> tuple[ModelToolCall, ...]:
     """``calls("r:c1", "w:c2")`` → calls of tool ``r`` (id ``c1``) and ``w`` (id ``c2``)."""
     out = []

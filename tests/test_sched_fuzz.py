@@ -49,15 +49,13 @@ from dsh_tools import (
     AbortError,
     CallNext,
     PreDecision,
-    ToolDefinition,
     ToolExecution,
     ToolResult,
-    ToolRunContext,
     ToolRuntime,
     UserMessage,
     error_result,
 )
-from tests.test_sched_fixtures import calls, exactly, gated_tool, output
+from tests.test_sched_fixtures import calls, exactly, gated_tool, sleeping_tool
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -501,22 +499,8 @@ def test_check_scenario_run_reports_a_completed_success_turned_aborted() -> None
     runtime = ToolRuntime()
     recorder = TraceRecorder(runtime)
 
-    def sleeper(name: str, seconds: float) -> ToolDefinition:
-        async def body(args: object, ctx: ToolRunContext) -> object:
-            await trio.sleep(seconds)
-            return name
-
-        return ToolDefinition(
-            name=name,
-            description=name,
-            parameters={},
-            output=output(),
-            execute=body,
-            is_concurrency_safe=True,
-        )
-
-    runtime.register(recorder.instrument(sleeper("slow", 5.0)))
-    runtime.register(recorder.instrument(sleeper("fast", 0.25)))
+    runtime.register(recorder.instrument(sleeping_tool("slow", 5.0)))
+    runtime.register(recorder.instrument(sleeping_tool("fast", 0.25)))
 
     async def main() -> ScenarioRun:
         return await run_checked(
