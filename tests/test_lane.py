@@ -69,9 +69,6 @@ class QueueClient:
         self.events.append(f"commit {index}")
         self.results[index] = result
 
-    def pause(self) -> None:
-        return None
-
 
 async def test_an_open_queue_grows_while_the_lane_runs(
     autojump_clock: trio.testing.MockClock,

@@ -311,7 +311,9 @@ class Driver:
             return _scope_closed_result(scope)
         return None
 
-    def on_commit(self, index: int, result: ToolResult, mode: ExecutionMode | None) -> None:
+    def on_commit(
+        self, index: int, result: ToolResult, mode: ExecutionMode | None
+    ) -> Awaitable[None] | None:
         call = self.calls[index]
         sink = self.sink
         if sink is not None:
@@ -332,8 +334,6 @@ class Driver:
                 else:
                     raise
         self._accept(index, call, result, mode, False)
-
-    def pause(self) -> Awaitable[None] | None:
         held = self.held
         if held is not None and len(held) >= HELD_LIMIT:
             return self._wait_for_reader()

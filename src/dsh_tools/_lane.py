@@ -56,6 +56,13 @@ if TYPE_CHECKING:
     _Group: TypeAlias = GroupPlan[ToolExecution, _Step]
 
 
+def _drop(pause: Awaitable[None] | None) -> None:
+    """Close a client's wait that will not be awaited (no "never awaited" warning)."""
+    close = getattr(pause, "close", None)
+    if close is not None:
+        close()
+
+
 @final
 class Lane:
     """One ordered pool of calls (see the module docstring); driven by :meth:`run`.
@@ -75,7 +82,6 @@ class Lane:
     __slots__ = (
         "abort",
         "client",
-        "committed_count",
         "failure",
         "group",
         "group_mode",
@@ -86,7 +92,7 @@ class Lane:
         "nursery",
         "plan",
         "runtime",
-        "started_count",
+        "taken",
         "waiter",
     )
 
@@ -117,8 +123,9 @@ class Lane:
         #: The first KeyboardInterrupt/SystemExit-like exception (scheduler.md §9).
         self.native: BaseException | None = None
         self.waiter = _Waiter()
-        self.started_count = 0
-        self.committed_count = 0
+        #: Calls claimed through take_unstarted (never started): the plan's cursor moved past
+        #: them, so the statistics subtract them.
+        self.taken = 0
 
     # -- the queue ------------------------------------------------------------------------
 
@@ -140,16 +147,23 @@ class Lane:
     def take_unstarted(self) -> int | None:
         """Claim the next call the lane never started (after :meth:`run`, or in the
         bookkeeping); ``None`` when none is left."""
-        return self.plan.take_unstarted()
+        index = self.plan.take_unstarted()
+        if index is not None:
+            self.taken += 1
+        return index
 
     def statistics(self) -> LaneStatistics:
-        """A frozen snapshot of the lane's counters."""
+        """A frozen snapshot of the lane's counters (derived from the plan: nothing is
+        counted per call for it)."""
         group = self.group
+        # Every call before the plan's cursor was started and committed in an earlier group,
+        # or claimed by take_unstarted.
+        done = self.plan.next - self.taken
         return LaneStatistics(
             calls=self.plan.n,
-            started=self.started_count,
+            started=done + (0 if group is None else group.to_start),
             running=0 if group is None else group.running,
-            committed=self.committed_count,
+            committed=done + (0 if group is None else group.to_commit),
             group_mode=self.group_mode if group is not None else None,
             aborted=self.abort.aborted,
         )
@@ -279,7 +293,6 @@ class Lane:
         # KeyboardInterrupt cannot land between them, so a started call is always known.
         execution = create(self.runtime, tool_call)
         gi = group.started(execution)
-        self.started_count += 1
         # The call is started: from here on it gets its result from the runtime or from
         # the cancellation bookkeeping, never from the client.
         refusal = self.client.on_start(index, execution, mode)
@@ -347,7 +360,6 @@ class Lane:
     async def _commit_ready(self, group: _Group, mode: ExecutionMode) -> None:
         # Head of line: only the first uncommitted call may commit; a fast later call's
         # result waits behind a slow earlier one.
-        client = self.client
         while (step := group.ready()) is not None:
             if isinstance(step, NeedsFinalize):
                 try:
@@ -358,23 +370,24 @@ class Lane:
                 # A finalize that completed after a failure was recorded is not recorded.
                 if self.failure is not None:
                     raise _Halt
-                self._commit(group, mode, result)
+                pause = self._commit(group, mode, result)
             else:
-                self._finish_and_commit(group, mode, step)
-            pause = client.pause()
+                pause = self._finish_and_commit(group, mode, step)
             if pause is not None:
                 await pause
                 if self.failure is not None:
                     raise _Halt
 
     @trio.lowlevel.enable_ki_protection
-    def _finish_and_commit(self, group: _Group, mode: ExecutionMode, step: NeedsFinish) -> None:
+    def _finish_and_commit(
+        self, group: _Group, mode: ExecutionMode, step: NeedsFinish
+    ) -> Awaitable[None] | None:
         try:
             result = finish(step.execution, step.result)
         except BaseException as exc:
             self._commit_interrupted(group, mode, step, exc)
             raise
-        self._commit(group, mode, result)
+        return self._commit(group, mode, result)
 
     def _commit_interrupted(
         self, group: _Group, mode: ExecutionMode, step: _Step, exc: BaseException
@@ -387,16 +400,17 @@ class Lane:
             return
         result = finished_result(step.execution)
         if result is not None:
-            self._commit(group, mode, result)
+            _drop(self._commit(group, mode, result))  # the exception goes on: no wait
 
     @trio.lowlevel.enable_ki_protection
-    def _commit(self, group: _Group, mode: ExecutionMode, result: ToolResult) -> None:
+    def _commit(
+        self, group: _Group, mode: ExecutionMode, result: ToolResult
+    ) -> Awaitable[None] | None:
         # KI-protected so a KeyboardInterrupt cannot split a commit; the cursor moves first,
         # so the bookkeeping never finishes it twice.
         index = group.commit_index()
         group.committed()
-        self.committed_count += 1
-        self.client.on_commit(index, result, mode)
+        return self.client.on_commit(index, result, mode)
 
     # -- cancellation bookkeeping (scheduler.md §7) ---------------------------------------
 
@@ -434,9 +448,8 @@ class Lane:
                 if finished is None:  # pragma: no cover - stage 4 records before user code
                     continue
                 result = finished
-            self.committed_count += 1
             try:
-                client.on_commit(index, result, mode)
+                _drop(client.on_commit(index, result, mode))  # the bookkeeping never waits
             except Exception as exc:
                 _log.error("recording a cancelled call failed", exc_info=exc)
             except BaseException as exc:

@@ -42,18 +42,18 @@ class LaneClient(Protocol):
         """
         ...
 
-    def on_commit(self, index: int, result: ToolResult, mode: ExecutionMode | None) -> None:
+    def on_commit(
+        self, index: int, result: ToolResult, mode: ExecutionMode | None
+    ) -> Awaitable[None] | None:
         """The call at ``index`` was finished with ``result``: record it, in queue order.
+
+        Returns an awaitable that the lane waits on before its next commit or start
+        (backpressure), or ``None`` to go on at once. During the cancellation bookkeeping,
+        which must not wait, a returned awaitable is closed instead.
 
         If it raises a non-``Exception`` (a sink's ``KeyboardInterrupt``), it must have
         recorded the commit first: the call is committed either way.
         """
-        ...
-
-    def pause(self) -> Awaitable[None] | None:
-        """Asked after each commit on the lane's ordered path (not during the bookkeeping):
-        an awaitable to wait on before the next commit or start (backpressure), or
-        ``None`` to go on at once."""
         ...
 
 
