@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, TypeAlias, final
 import trio
 
 from ._definition import ExecutionMode
-from ._lane_client import LaneClient, LaneStatistics, _Halt, _Waiter
+from ._lane_client import LaneClient, LaneStatistics, _drop, _Halt, _Waiter
 from ._lane_plan import GroupPlan, QueuePlan
 from ._pipeline import (
     NeedsFinalize,
@@ -54,13 +54,6 @@ _log = logging.getLogger("dsh_tools")
 _Step: TypeAlias = NeedsFinalize | NeedsFinish
 if TYPE_CHECKING:
     _Group: TypeAlias = GroupPlan[ToolExecution, _Step]
-
-
-def _drop(pause: Awaitable[None] | None) -> None:
-    """Close a client's wait that will not be awaited (no "never awaited" warning)."""
-    close = getattr(pause, "close", None)
-    if close is not None:
-        close()
 
 
 @final

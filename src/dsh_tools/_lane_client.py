@@ -109,3 +109,10 @@ class _Waiter:
         if task is not None:
             self._task = None
             trio.lowlevel.reschedule(task)
+
+
+def _drop(pause: Awaitable[None] | None) -> None:
+    """Close a client's wait that will not be awaited (no "never awaited" warning)."""
+    close = getattr(pause, "close", None)
+    if close is not None:
+        close()
