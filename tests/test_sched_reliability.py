@@ -400,3 +400,22 @@ async def test_a_finalizer_interrupting_the_bookkeeping_still_leaves_every_resul
     assert [e.call.call_id for e in committed] == ["c1", "c2"]
     assert text_of(committed[0].result) == "Error: tool call aborted before dispatch"
     assert committed[1].synthetic
+
+
+async def test_a_reader_that_stops_iterating_releases_the_driver() -> None:
+    """Decision 36: a consumer that breaks out of ``async for`` while the driver waits for
+    it (``HELD_LIMIT`` calls held) releases it: the batch runs to its end and holds nothing."""
+    runtime = ToolRuntime()
+    runtime.register(_tool("t"))
+    n = 2 * HELD_LIMIT + 3
+    sink = AheadOfTheReader()
+    async with open_batch(
+        runtime, _instant_calls(n), keep_results=False, max_parallel=50, sink=sink
+    ) as batch:
+        async for _ in batch:
+            await trio.testing.wait_all_tasks_blocked()  # the driver is parked, held full
+            assert sink.committed - sink.read >= HELD_LIMIT
+            break
+    assert sink.committed == n
+    assert batch.outcome is not None
+    assert batch.statistics().committed == n

@@ -2,7 +2,8 @@
 
 ``Batch`` is a class with ``__aenter__``/``__aexit__`` (scheduler.md §9a is normative: not an
 ``@asynccontextmanager``). It owns the nursery and decides which single exception leaves the
-block; the ordered work happens in ``_driver.Driver``.
+block; the ordered work happens in the lane (``dsh_tools.lowlevel.Lane``), driven for a
+model batch by ``_driver.Driver``.
 """
 
 from __future__ import annotations
