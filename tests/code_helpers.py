@@ -15,6 +15,8 @@ import trio
 
 from dsh_tools import (
     Abort,
+    CodeDispatch,
+    CodeDispatchStart,
     JsonValue,
     Output,
     Scope,
@@ -27,10 +29,10 @@ from dsh_tools import (
     define_tool,
 )
 from dsh_tools._code_run import run_code_body
-from dsh_tools.code import CodeRunLimits, CodeRunOutcome, Dispatch
+from dsh_tools.code import CodeRunLimits, CodeRunOutcome, Dispatch, ToolCallError
 from dsh_tools.testing import ScriptedCodeRuntime
 
-__all__ = ["RUN", "Script", "code_runtime", "run_program", "tool"]
+__all__ = ["RUN", "Script", "Trace", "code_runtime", "gather", "run_program", "submit", "tool"]
 
 #: The name the tests call the program tool by.
 RUN = "run_prog"
@@ -54,6 +56,7 @@ def code_runtime(
     *,
     max_parallel_sub_calls: int = 10,
     limits: CodeRunLimits | None = None,
+    timeout: float | None = None,
 ) -> tuple[ToolRuntime, ScriptedCodeRuntime]:
     """A runtime with a program tool that runs ``script`` through the sub-call lane."""
     runtime = ToolRuntime()
@@ -83,6 +86,7 @@ def code_runtime(
             },
             output=Output(schema=_OUTPUT_SCHEMA, render=_render),
             execute=body,
+            timeout=timeout,
         )
     )
     _MAX[id(runtime)] = max_parallel_sub_calls
@@ -104,6 +108,7 @@ async def run_program(
     scope: Scope | None = None,
     abort: Abort | None = None,
     code: str = "pass",
+    root_call_id: str | None = None,
 ) -> ToolResult:
     """Execute the program tool once, as a model-direct call."""
     return await runtime.execute(
@@ -113,6 +118,7 @@ async def run_program(
             arguments={"code": code},
             scope=scope,
             abort=Abort() if abort is None else abort,
+            root_call_id=root_call_id,
         )
     )
 
@@ -141,3 +147,88 @@ def tool(
 async def sleep_then(seconds: float, value: object) -> object:
     await trio.sleep(seconds)
     return value
+
+
+async def submit(
+    nursery: trio.Nursery, dispatch: Dispatch, name: str, args: object, out: list[object]
+) -> None:
+    """Call ``dispatch`` from a new task of ``nursery``; its value (or ``ToolCallError``)
+    is appended to ``out``. Returns once the call was submitted."""
+
+    async def one(task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        task_status.started()
+        try:
+            out.append(await dispatch(name, args))
+        except ToolCallError as exc:
+            out.append(exc)
+
+    await nursery.start(one)
+
+
+async def gather(dispatch: Dispatch, calls: list[tuple[str, object]]) -> list[object]:
+    """Submit ``calls`` in order, each from a task of its own, and wait for them all.
+
+    Each entry of the result is the call's value, or the ``ToolCallError`` it raised.
+    """
+    out: list[object] = [None] * len(calls)
+
+    async def one(
+        i: int,
+        name: str,
+        args: object,
+        task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+    ) -> None:
+        task_status.started()
+        try:
+            out[i] = await dispatch(name, args)
+        except ToolCallError as exc:
+            out[i] = exc
+
+    async with trio.open_nursery() as nursery:
+        for i, (name, args) in enumerate(calls):
+            # start() returns once the task has called dispatch: acceptance follows this order.
+            await nursery.start(one, i, name, args)
+    return out
+
+
+class Trace:
+    """Records tool bodies (start/end with virtual times) and the code-dispatch events."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[Any, ...]] = []
+        self.running = 0
+        self.peak = 0
+        self.starts: list[CodeDispatchStart] = []
+        self.settles: list[CodeDispatch] = []
+
+    def install(self, runtime: ToolRuntime) -> None:
+        runtime.on_code_dispatch_start(self._start)
+        runtime.on_code_dispatch(self._settle)
+
+    def _start(self, event: CodeDispatchStart) -> None:
+        self.starts.append(event)
+        self.events.append(("S", event.sub_call_id))
+
+    def _settle(self, event: CodeDispatch) -> None:
+        self.settles.append(event)
+        self.events.append(("D", event.sub_call_id, event.is_error))
+
+    def body(self, seconds: float = 1.0, *, fail: str | None = None) -> Body:
+        async def body(args: JsonValue, ctx: ToolRunContext) -> object:
+            self.events.append(("start", ctx.call_id, trio.current_time()))
+            self.running += 1
+            self.peak = max(self.peak, self.running)
+            try:
+                await trio.sleep(seconds)
+            finally:
+                self.running -= 1
+                self.events.append(("end", ctx.call_id, trio.current_time()))
+            if fail is not None:
+                raise RuntimeError(fail)
+            return args
+
+        return body
+
+    def kinds(self, *kinds: str) -> list[tuple[Any, ...]]:
+        """The events of these kinds, times dropped."""
+        return [e[:2] if e[0] in ("start", "end") else e for e in self.events if e[0] in kinds]
