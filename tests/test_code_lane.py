@@ -3,6 +3,7 @@ settlement and cancellation, driven by ``ScriptedCodeRuntime`` under trio's Mock
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import pytest
@@ -10,14 +11,9 @@ import trio
 import trio.testing
 
 from dsh_tools import (
-    ABORTED,
-    ABORTED_BEFORE_DISPATCH,
-    Abort,
-    Accept,
     Block,
     Deny,
     ExecutionToken,
-    ImageContent,
     JsonValue,
     PostDecision,
     PreDecision,
@@ -28,8 +24,7 @@ from dsh_tools import (
     UserMessage,
     thaw_json,
 )
-from dsh_tools.code import CODE_MODE_SOURCE, CodeRunLimits, CodeRunOutcome, Dispatch, ToolCallError
-from dsh_tools.policies import install_timeout_policy
+from dsh_tools.code import CodeRunLimits, CodeRunOutcome, Dispatch, ToolCallError
 from tests.code_helpers import Trace, code_runtime, gather, run_program, submit, tool
 
 
@@ -233,7 +228,7 @@ async def test_l025_commits_follow_submission_order(autojump_clock: trio.testing
     result = await run_program(runtime)
     assert thaw_json(result.value) == {"logs": [], "result": [0, 1, 2]}, result.content
     assert posts[:3] == ["c1:code:1", "c1:code:2", "c1:code:3"]
-    assert trace.kinds("D") == [(f"D", f"c1:code:{n}", False) for n in (1, 2, 3)]
+    assert trace.kinds("D") == [("D", f"c1:code:{n}", False) for n in (1, 2, 3)]
     assert [m.content[0] for m in result.additional_contexts] == [
         TextContent("ctx 0"),
         TextContent("ctx 1"),
@@ -342,10 +337,8 @@ async def test_l029_a_sub_call_concludes_the_turn(case: str) -> None:
         return "bye"
 
     async def script(dispatch: Dispatch, tools: tuple[str, ...], limits: CodeRunLimits) -> Any:
-        try:
+        with contextlib.suppress(ToolCallError):
             await dispatch("finish", {})
-        except ToolCallError:
-            pass
         if case == "failed":
             from dsh_tools import CodeRunFailedError
 
