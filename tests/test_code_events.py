@@ -331,3 +331,20 @@ async def test_l065_a_start_with_no_parent_is_outside_any_dispatch_stage() -> No
     orphan = create(runtime, ToolCall(call_id="o", name="safe"))
     invariants.record_code_dispatch(_evolve(start, execution=orphan, sub_call_id="o:code:1"))
     assert invariants.violations == ["code dispatch o:code:1 outside its parent's dispatch stage"]
+
+
+async def test_l089_a_delegating_log_hook_keeps_the_content() -> None:
+    """L-089: the chain's default is the sub-call's own content."""
+    trace = Trace()
+    runtime = _runtime(trace)
+    seen: list[str] = []
+
+    async def delegate(event: CodeDispatch, call_next: Any) -> Any:
+        seen.append(event.sub_call_id)
+        return await call_next()
+
+    scope = runtime.open_scope()
+    scope.on_code_dispatch_log(delegate)
+    await run_program(runtime, scope=scope)
+    assert sorted(seen) == ["c1:code:1", "c1:code:2"]
+    assert [s.content for s in trace.settles] == [s.result.content for s in trace.settles]

@@ -3,6 +3,7 @@ violations, and ``KeyboardInterrupt``-like exceptions reaching the lane."""
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import pytest
@@ -197,3 +198,80 @@ def test_scripted_code_runtime_is_a_valid_code_runtime() -> None:
     assert is_valid_code_runtime(scripted)
     assert scripted.language == "lua"
     assert scripted.codes == []
+
+
+async def test_cancelled_while_the_lane_settles(autojump_clock: trio.testing.MockClock) -> None:
+    """The caller's cancellation may arrive after the program ended, while the lane still
+    commits: the bookkeeping finishes the rest (refusals keep the settled reason) and one
+    bare ``Cancelled`` propagates."""
+    trace = Trace()
+    got: list[object] = []
+    in_post = trio.Event()
+
+    async def post(execution: ToolExecution, result: ToolResult, call_next: Any) -> Any:
+        if execution.parent is not None:
+            in_post.set()
+            await trio.sleep(10)
+        return await call_next()
+
+    async with trio.open_nursery() as outer:
+
+        async def script(dispatch: Dispatch, tools: tuple[str, ...], limits: CodeRunLimits) -> Any:
+            await submit(outer, dispatch, "writer", {}, got)
+            await submit(outer, dispatch, "writer", {}, got)
+            await in_post.wait()
+            return CodeRunOutcome()
+
+        runtime, _ = code_runtime(script)
+        runtime.register(tool("writer", trace.body(1), parallel=False))
+        runtime.on_post_execute(post)
+        trace.install(runtime)
+        with trio.move_on_after(5) as cancel_scope:
+            await run_program(runtime)
+        assert cancel_scope.cancelled_caught
+    assert trio.current_time() == 5.0
+    # Its post-execute was cut short: the bookkeeping gives it its cancelled result.
+    assert [(e.sub_call_id, e.is_error) for e in trace.settles] == [("c1:code:1", True)]
+    assert [str(g) for g in got] == [
+        "run_code run is over (run_code settled); writer tool call abandoned"
+    ]
+
+
+async def test_a_cancellation_group_from_a_hook_is_sorted(
+    autojump_clock: trio.testing.MockClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A pre-execute hook whose own nursery raises an error beside the cancellation: the
+    lane drops the error (that call gets its cancelled result) and ``Cancelled`` goes on."""
+    trace = Trace()
+
+    async def pre(execution: ToolExecution, call_next: Any) -> Any:
+        if execution.parent is None:
+            return await call_next()
+
+        async def failing_on_cancel() -> None:
+            try:
+                await trio.sleep_forever()
+            finally:
+                raise ValueError("cleanup failed")
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(failing_on_cancel)
+            await trio.sleep_forever()
+        raise AssertionError("unreachable")
+
+    async def script(dispatch: Dispatch, tools: tuple[str, ...], limits: CodeRunLimits) -> Any:
+        await dispatch("safe", {})
+        raise AssertionError("unreachable")
+
+    runtime, _ = code_runtime(script)
+    runtime.register(tool("safe", trace.body(0)))
+    runtime.on_pre_execute(pre)
+    trace.install(runtime)
+    with caplog.at_level(logging.DEBUG, logger="dsh_tools"), trio.move_on_after(1) as scope:
+        await run_program(runtime)
+    assert scope.cancelled_caught
+    assert [(e.sub_call_id, e.is_error) for e in trace.settles] == [("c1:code:1", True)]
+    assert any(
+        r.getMessage() == "dropping ValueError('cleanup failed') raised alongside a cancellation"
+        for r in caplog.records
+    )

@@ -131,6 +131,6 @@ def _sort(exc: BaseException, lane: Lane) -> trio.Cancelled | None:
             # Raised beside a cancellation in a hook's own nursery: that call got its
             # cancelled result.
             _log.debug("dropping %r raised alongside a cancellation", leaf)
-        else:
+        else:  # pragma: no cover - only trio's SIGINT delivery puts one here
             lane.note_native(leaf)
     return cancelled

@@ -159,8 +159,7 @@ class PipelineInvariants:
             self.violations.append(f"code dispatch {sub_call_id} settled twice")
         elif root != event.root_call_id:
             self.violations.append(
-                f'code dispatch {sub_call_id} changed root from "{root}" to '
-                f'"{event.root_call_id}"'
+                f'code dispatch {sub_call_id} changed root from "{root}" to "{event.root_call_id}"'
             )
         self._code_settled.add(sub_call_id)
 
