@@ -15,6 +15,7 @@ from dsh_tools import (
     JsonValue,
     TextContent,
     ToolExecution,
+    ToolResult,
     ToolRunContext,
     thaw_json,
 )
