@@ -36,14 +36,15 @@ from dsh_tools import (
     CodeRunFailedError,
     Deny,
     JsonValue,
+    Output,
     PreDecision,
+    TextContent,
     ToolExecution,
     ToolResult,
     ToolRunContext,
     define_tool,
     thaw_json,
 )
-from dsh_tools import Output as _Output
 from dsh_tools.code import CodeRunLimits, CodeRunOutcome, Dispatch, ToolCallError
 from dsh_tools.testing import PipelineInvariants
 from tests.code_helpers import code_runtime, run_program
@@ -197,7 +198,7 @@ def _runtime(state: _State, pool: int | None, invariants: PipelineInvariants) ->
             raise RuntimeError("body failed")
         return args
 
-    output = _Output(schema={}, render=lambda args, value: "done")
+    output = Output(schema={}, render=lambda args, value: [TextContent("done")])
     for name, classifier in (("par", True), ("exc", False), ("cls", _by_p)):
         runtime.register(
             define_tool(
