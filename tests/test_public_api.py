@@ -26,6 +26,8 @@ SPEC_NAMES = {
     "Guard", "RUN_CODE_NAME",
     # Issue 12: introspection snapshots (trio's statistics() habit), beyond the spec's list.
     "RuntimeStatistics", "ScopeStatistics",
+    # Code Mode (code-mode §1).
+    "PresentationMode", "CodeModePrompt",
 }  # fmt: skip
 ERROR_CODE_CONSTANTS = {code.name for code in dsh_tools.ErrorCode}
 

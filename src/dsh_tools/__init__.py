@@ -8,6 +8,7 @@ error code. Importing the package does nothing: a :class:`ToolRuntime` is an exp
 from ._abort import Abort
 from ._approval import ApprovalOutcome, ApprovalRequest, ApprovalService
 from ._calls import ExecutionToken, ToolCall, ToolExecution, ToolRunContext
+from ._code_present import CodeModePrompt, PresentationMode
 from ._content import ContentBlock, ImageContent, TextContent, UserMessage
 from ._decisions import UNSET, Accept, Allow, Ask, Block, Deny, PostDecision, PreDecision
 from ._define import define_tool
@@ -74,6 +75,7 @@ __all__ = [
     "Block",
     "CallNext",
     "ChangeObserver",
+    "CodeModePrompt",
     "CodeRunFailedError",
     "ContentBlock",
     "Deny",
@@ -94,6 +96,7 @@ __all__ = [
     "PostExecuteHook",
     "PreDecision",
     "PreExecuteHook",
+    "PresentationMode",
     "ResultObserver",
     "RuntimeStatistics",
     "Scope",
