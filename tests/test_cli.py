@@ -21,6 +21,9 @@ CAUTION = (
 )
 EVENTS = [
     "tools/change",
+    "tools/code-dispatch",
+    "tools/code-dispatch-log",
+    "tools/code-dispatch-start",
     "tools/execute",
     "tools/post-execute",
     "tools/pre-execute",
@@ -110,19 +113,23 @@ def test_i005_i006_events_sorted_with_modes_signatures_and_registration() -> Non
     assert [h[2:].split(" [")[0] for h in headers] == EVENTS
     assert headers == [
         "- tools/change [emit] — The visible tool set changed.",
+        "- tools/code-dispatch [emit] — A Code Mode sub-call settled.",
+        "- tools/code-dispatch-log [waterfall] — Rewrite the content logged for a settled "
+        "sub-call.",
+        "- tools/code-dispatch-start [emit] — A Code Mode sub-call started.",
         "- tools/execute [waterfall] — Wrap dispatch of an allowed call.",
         "- tools/post-execute [waterfall] — Accept, replace, or block a dispatched result.",
         "- tools/pre-execute [waterfall] — Allow, deny, or ask before dispatch.",
         "- tools/result [emit] — Observe each final, frozen result.",
     ]
-    at = lines.index(headers[3])
+    at = lines.index(headers[6])
     assert lines[at + 1] == (
         "    async (execution: ToolExecution, call_next: CallNext[PreDecision]) -> PreDecision"
     )
     assert lines[at + 2] == (
         "    registered with: ToolRuntime.on_pre_execute, Scope.on_pre_execute"
     )
-    at = lines.index(headers[4])
+    at = lines.index(headers[7])
     assert lines[at + 1] == "    (execution: ToolExecution, result: ToolResult) -> None"
 
 

@@ -172,7 +172,7 @@ async def _run_code_body(args: FrozenDict, ctx: ToolRunContext) -> object:
     # Read once: a tool registered later is not bound (run_code is in no layer, so the view
     # never holds it). Sorted by code point.
     tools = tuple(sorted(defn.name for defn in registry.visible(scope)))
-    from . import _code_run  # type: ignore[attr-defined]  # the lane lives in its own module
+    from . import _code_run  # the lane lives in its own module
 
     return await _code_run.run_code_body(
         runtime=runtime,

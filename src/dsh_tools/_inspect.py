@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Final, final
 import attrs
 
 from ._abort import Abort
+from ._code_events import CodeDispatchLogHook, CodeDispatchObserver, CodeDispatchStartObserver
 from ._hooks import ChangeObserver, ExecuteWrapper, PostExecuteHook, PreExecuteHook, ResultObserver
 from ._runtime import ToolRuntime
 from ._scope import Scope
@@ -87,6 +88,11 @@ EVENT_CATALOGUE: tuple[EventEntry, ...] = (
     _event("tools/post-execute", "waterfall", PostExecuteHook, "on_post_execute"),
     _event("tools/result", "emit", ResultObserver, "on_result"),
     _event("tools/change", "emit", ChangeObserver, "on_change"),
+    _event(
+        "tools/code-dispatch-start", "emit", CodeDispatchStartObserver, "on_code_dispatch_start"
+    ),
+    _event("tools/code-dispatch", "emit", CodeDispatchObserver, "on_code_dispatch"),
+    _event("tools/code-dispatch-log", "waterfall", CodeDispatchLogHook, "on_code_dispatch_log"),
 )
 
 

@@ -33,8 +33,17 @@ __all__ = [
 
 logger = logging.getLogger("dsh_tools")
 
-#: The hook tables every owner keeps, by the short key the pipeline uses.
-EVENTS: Final = ("pre", "execute", "post", "result")
+#: The hook tables every owner keeps, by the short key the pipeline uses (then Code Mode's
+#: three events, see ``_code_events``).
+EVENTS: Final = (
+    "pre",
+    "execute",
+    "post",
+    "result",
+    "code_dispatch_start",
+    "code_dispatch",
+    "code_dispatch_log",
+)
 
 _EMPTY: tuple[Any, ...] = ()
 

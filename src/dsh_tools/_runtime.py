@@ -25,6 +25,11 @@ from ._statistics import RuntimeStatistics, runtime_statistics
 
 if TYPE_CHECKING:
     from ._approval import ApprovalService
+    from ._code_events import (
+        CodeDispatchLogHook,
+        CodeDispatchObserver,
+        CodeDispatchStartObserver,
+    )
     from ._disposer import Disposer
     from ._hooks import (
         ChangeObserver,
@@ -187,6 +192,24 @@ class ToolRuntime:
     def on_change(self, fn: ChangeObserver) -> Disposer:
         """Add a synchronous ``tools/change`` observer, called when the visible tool set changes."""
         return self._registry.add_change_observer(fn, None)
+
+    def on_code_dispatch_start(self, fn: CodeDispatchStartObserver) -> Disposer:
+        """Add a global synchronous ``tools/code-dispatch-start`` observer (a Code Mode
+        sub-call started)."""
+        check_callable(fn, "on_code_dispatch_start", sync=True)
+        return self._registry.add_hook(self._registry.global_owner, "code_dispatch_start", fn, None)
+
+    def on_code_dispatch(self, fn: CodeDispatchObserver) -> Disposer:
+        """Add a global synchronous ``tools/code-dispatch`` observer (a Code Mode sub-call
+        settled)."""
+        check_callable(fn, "on_code_dispatch", sync=True)
+        return self._registry.add_hook(self._registry.global_owner, "code_dispatch", fn, None)
+
+    def on_code_dispatch_log(self, fn: CodeDispatchLogHook) -> Disposer:
+        """Add a global ``tools/code-dispatch-log`` waterfall hook (rewrites what the
+        ``tools/code-dispatch`` event carries)."""
+        check_callable(fn, "on_code_dispatch_log")
+        return self._registry.add_hook(self._registry.global_owner, "code_dispatch_log", fn, None)
 
     def statistics(self) -> RuntimeStatistics:
         """A frozen snapshot of the runtime (see :class:`RuntimeStatistics`).

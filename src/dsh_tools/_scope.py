@@ -12,6 +12,11 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
     from types import TracebackType
 
+    from ._code_events import (
+        CodeDispatchLogHook,
+        CodeDispatchObserver,
+        CodeDispatchStartObserver,
+    )
     from ._code_present import PresentationMode
     from ._definition import ToolDefinition
     from ._disposer import Disposer
@@ -192,6 +197,27 @@ class Scope:
         """Add a synchronous ``tools/change`` observer (hears every layer; owned by this scope)."""
         self._check_open()
         return self._registry.add_change_observer(fn, self._registrations)
+
+    def on_code_dispatch_start(self, fn: CodeDispatchStartObserver) -> Disposer:
+        """Add a synchronous ``tools/code-dispatch-start`` observer for Code Mode sub-calls
+        in this scope and below."""
+        self._check_open()
+        check_callable(fn, "on_code_dispatch_start", sync=True)
+        return self._registry.add_hook(self._owner, "code_dispatch_start", fn, self._registrations)
+
+    def on_code_dispatch(self, fn: CodeDispatchObserver) -> Disposer:
+        """Add a synchronous ``tools/code-dispatch`` observer for Code Mode sub-calls in
+        this scope and below."""
+        self._check_open()
+        check_callable(fn, "on_code_dispatch", sync=True)
+        return self._registry.add_hook(self._owner, "code_dispatch", fn, self._registrations)
+
+    def on_code_dispatch_log(self, fn: CodeDispatchLogHook) -> Disposer:
+        """Add a ``tools/code-dispatch-log`` waterfall hook for Code Mode sub-calls in this
+        scope and below."""
+        self._check_open()
+        check_callable(fn, "on_code_dispatch_log")
+        return self._registry.add_hook(self._owner, "code_dispatch_log", fn, self._registrations)
 
     def close(self) -> None:
         """Close the scope (idempotent).
