@@ -6,6 +6,7 @@ Conformance: L-001..L-004, L-006..L-009, L-013, L-014, L-018, L-055..L-064, L-06
 
 from __future__ import annotations
 
+import ast
 import logging
 from typing import TYPE_CHECKING, Any
 
@@ -20,6 +21,7 @@ from dsh_tools import (
     CodeModePrompt,
     ErrorInfo,
     ExecutionMode,
+    Output,
     PresentationMode,
     ToolCall,
     ToolDefinition,
@@ -31,7 +33,7 @@ from dsh_tools import (
 )
 from dsh_tools.code import CodeRunLimits, CodeRunOutcome
 from dsh_tools.lowlevel import NeedsFinish, cancelled_result, create, finish, prepare
-from tests.helpers import call, error_text, exactly, make_echo, raw_tool, run
+from tests.helpers import call, error_text, exactly, make_echo, nest, raw_tool, run
 
 if TYPE_CHECKING:
     from dsh_tools import CallNext, JsonValue, PostDecision, PreDecision
@@ -746,3 +748,48 @@ def test_l071_code_mode_prompt_is_frozen_and_joins_its_parts() -> None:
     with pytest.raises(TypeError):
         CodeModePrompt("r", "s")  # type: ignore[call-arg]
     assert CodeModePrompt(rule="a", sdk="b") == CodeModePrompt(rule="a", sdk="b")
+
+
+# -- the SDK in the prompt ---------------------------------------------------------------------
+
+
+def fenced_code(sdk: str) -> str:
+    preamble, _, rest = sdk.partition("\n\n```python\n")
+    assert preamble.startswith("A `run_code` program is the body of an async Python function.")
+    assert rest.endswith("```\n")
+    return rest.removesuffix("```\n")
+
+
+@pytest.mark.parametrize("mode", ["code", "both"])
+def test_l015_a_python_code_runtime_gets_the_python_sdk(mode: str) -> None:
+    sdk = code_runtime(mode=mode).code_mode_prompt().sdk
+    code = fenced_code(sdk)
+    ast.parse(code)
+    assert "class EchoArgs(TypedDict):" in code
+    assert "class Tools:" in code
+    assert code.endswith("\n\ntools: Tools\n")
+
+
+def test_l012_the_sdk_is_byte_identical_for_an_unchanged_tool_set() -> None:
+    first = ToolRuntime(mode="code", code_runtime=FakeCodeRuntime())
+    second = ToolRuntime(mode="code", code_runtime=FakeCodeRuntime())
+    tools = [make_echo(), raw_tool("beta"), raw_tool("alpha")]
+    for defn in tools:
+        first.register(defn)
+    for defn in reversed(tools):
+        second.register(defn)
+    text = first.code_mode_prompt().text
+    assert text == first.code_mode_prompt().text
+    assert text == second.code_mode_prompt().text
+    assert text.index("async def alpha") < text.index("async def beta") < text.index("def echo")
+
+
+def test_l005_a_5000_deep_output_schema_in_the_prompt() -> None:
+    runtime = ToolRuntime(mode="both", code_runtime=FakeCodeRuntime())
+    deep = nest(5000, {"type": "string"}, lambda node: {"type": "array", "items": node})
+    runtime.register(raw_tool("deep", output=Output(schema=deep, render=lambda args, value: [])))
+    code = fenced_code(runtime.code_mode_prompt().sdk)
+    ast.parse(code)
+    # Depths 0 to 32 render; the node at depth 33 is Any.
+    assert "list[" * 33 + "Any" + "]" * 33 in code
+    assert "list[" * 34 not in code
