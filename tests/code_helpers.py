@@ -59,7 +59,7 @@ def code_runtime(
     timeout: float | None = None,
 ) -> tuple[ToolRuntime, ScriptedCodeRuntime]:
     """A runtime with a program tool that runs ``script`` through the sub-call lane."""
-    runtime = ToolRuntime()
+    runtime = ToolRuntime(max_parallel_sub_calls=max_parallel_sub_calls)
     scripted = ScriptedCodeRuntime(script)
     run_limits = CodeRunLimits() if limits is None else limits
 
@@ -89,16 +89,7 @@ def code_runtime(
             timeout=timeout,
         )
     )
-    _MAX[id(runtime)] = max_parallel_sub_calls
     return runtime, scripted
-
-
-# Until the presentation branch (which adds ToolRuntime(max_parallel_sub_calls=)) is merged.
-_MAX: dict[int, int] = {}
-if not hasattr(ToolRuntime, "max_parallel_sub_calls"):
-    setattr(  # noqa: B010
-        ToolRuntime, "max_parallel_sub_calls", property(lambda self: _MAX.get(id(self), 10))
-    )
 
 
 async def run_program(

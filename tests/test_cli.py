@@ -58,8 +58,21 @@ def test_i002_api_lists_entries_and_methods_in_definition_order() -> None:
     runtime_block = lines[lines.index(headers[0]) + 1 : lines.index(headers[1])]
     # The constructor first (decision: the api section covers the whole public API), then
     # the public methods in definition order.
-    assert runtime_block[0] == "    ToolRuntime(*, approval: ApprovalService | None = None) -> None"
-    names = [line.strip().removeprefix("async ").split("(")[0] for line in runtime_block[1:]]
+    assert runtime_block[0] == (
+        "    ToolRuntime(*, approval: ApprovalService | None = None, "
+        "mode: PresentationMode | str = PresentationMode.NATIVE, "
+        "code_runtime: CodeRuntime | None = None, code_limits: CodeRunLimits | None = None, "
+        "max_parallel_sub_calls: int = 10) -> None"
+    )
+    # Then the attributes and properties (Code Mode's), then the methods.
+    attributes = runtime_block[1:5]
+    assert attributes == [
+        "    code_runtime: CodeRuntime | None",
+        "    code_limits: CodeRunLimits",
+        "    mode: PresentationMode",
+        "    max_parallel_sub_calls: int",
+    ]
+    names = [line.strip().removeprefix("async ").split("(")[0] for line in runtime_block[5:]]
     expected = [n for n, v in vars(ToolRuntime).items() if inspect.isfunction(v) and n[0] != "_"]
     assert names == expected
     assert all(line.startswith("    ") and not line.startswith("     ") for line in runtime_block)

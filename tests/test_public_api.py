@@ -26,6 +26,8 @@ SPEC_NAMES = {
     "Guard", "RUN_CODE_NAME",
     # Issue 12: introspection snapshots (trio's statistics() habit), beyond the spec's list.
     "RuntimeStatistics", "ScopeStatistics",
+    # Code Mode (code-mode §1).
+    "PresentationMode", "CodeModePrompt",
     # Code Mode's events (code-mode §1).
     "CodeDispatchStart", "CodeDispatch", "CodeDispatchStartObserver", "CodeDispatchObserver",
     "CodeDispatchLogHook",

@@ -15,6 +15,7 @@ from ._code_events import (
     CodeDispatchStart,
     CodeDispatchStartObserver,
 )
+from ._code_present import CodeModePrompt, PresentationMode
 from ._content import ContentBlock, ImageContent, TextContent, UserMessage
 from ._decisions import UNSET, Accept, Allow, Ask, Block, Deny, PostDecision, PreDecision
 from ._define import define_tool
@@ -86,6 +87,7 @@ __all__ = [
     "CodeDispatchObserver",
     "CodeDispatchStart",
     "CodeDispatchStartObserver",
+    "CodeModePrompt",
     "CodeRunFailedError",
     "ContentBlock",
     "Deny",
@@ -106,6 +108,7 @@ __all__ = [
     "PostExecuteHook",
     "PreDecision",
     "PreExecuteHook",
+    "PresentationMode",
     "ResultObserver",
     "RuntimeStatistics",
     "Scope",

@@ -117,10 +117,12 @@ class SubCalls:
         self.max_sub_calls = limits.max_sub_calls
         #: The run Abort: one per execution, shared by its sub-calls (never the outer one).
         self.abort = Abort()
-        # TODO(presentation branch): read runtime.max_parallel_sub_calls directly.
-        max_parallel: int = getattr(runtime, "max_parallel_sub_calls", 10)
         self.lane = Lane(
-            runtime, self, abort=self.abort, max_parallel=max_parallel, open_queue=True
+            runtime,
+            self,
+            abort=self.abort,
+            max_parallel=runtime.max_parallel_sub_calls,
+            open_queue=True,
         )
         self.accepted = 0
         #: Accepted calls not yet resolved, by queue index (= number - 1).

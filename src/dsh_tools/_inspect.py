@@ -123,6 +123,9 @@ def _format_annotation(annotation: object) -> str:
 
 
 def _format_default(default: object) -> str:
+    if isinstance(default, enum.Enum):
+        # As written in the source, not the member's angle-bracket repr.
+        return f"{type(default).__name__}.{default.name}"
     # A private sentinel's repr carries its address, which changes from run to run.
     text = repr(default)
     return "..." if re.fullmatch(r"<.* at 0x[0-9a-fA-F]+>", text) else text

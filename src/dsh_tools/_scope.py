@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, final
 
+from ._code_present import present_as
 from ._registry import Owner, Registry, check_callable
 from ._statistics import ScopeStatistics, scope_statistics
 
@@ -16,6 +17,7 @@ if TYPE_CHECKING:
         CodeDispatchObserver,
         CodeDispatchStartObserver,
     )
+    from ._code_present import PresentationMode
     from ._definition import ToolDefinition
     from ._disposer import Disposer
     from ._hooks import (
@@ -139,6 +141,25 @@ class Scope:
         """
         self._check_open()
         return self._registry.restrict(self, allow, deny, self._registrations)
+
+    def present_as(self, mode: PresentationMode | str) -> Disposer:
+        """Declare how this scope and its descendants present their tools (Code Mode).
+
+        The declaration overrides the runtime's ``mode`` (and an ancestor's declaration)
+        until disposed or the scope closes. Change observers are notified as for
+        :meth:`register`: one that raises rolls the declaration back.
+
+        Raises:
+            RuntimeError: the scope is closed.
+            TypeError: ``mode`` is neither a ``PresentationMode`` nor a ``str``.
+            ValueError: ``mode`` is not ``"native"``, ``"code"`` or ``"both"``, or this scope
+                already has an active declaration.
+
+        Example:
+            >>> with runtime.open_scope(name="coder") as scope:  # doctest: +SKIP
+            ...     scope.present_as("code")
+        """
+        return present_as(self, mode)
 
     def guard(self, fn: Guard) -> Disposer:
         """Add a synchronous deny-only guard for calls in this scope and its descendants.
