@@ -26,12 +26,23 @@ from dsh_tools import (
     ToolExecution,
     ToolResult,
     ToolRunContext,
+    ToolTimeoutError,
     UserMessage,
+    error_result,
     thaw_json,
 )
 from dsh_tools.code import CODE_MODE_SOURCE, CodeRunLimits, CodeRunOutcome, Dispatch, ToolCallError
-from dsh_tools.policies import install_timeout_policy
 from tests.code_helpers import Trace, code_runtime, gather, run_program, submit, tool
+
+
+async def _two_second_deadline(execution: ToolExecution, call_next: Any) -> ToolResult:
+    if execution.name != "run_code":
+        result: ToolResult = await call_next()
+        return result
+    with trio.move_on_after(2):
+        result = await call_next()
+        return result
+    return error_result(ToolTimeoutError(2.0))
 
 
 def _code(result: ToolResult) -> str | None:
@@ -830,7 +841,7 @@ async def test_l087_native_cancellation_of_run_code(
         await gather(dispatch, [("noted", {}), ("failing", {})])
         raise AssertionError("unreachable")
 
-    runtime, _ = code_runtime(script, timeout=2 if how == "timeout" else None)
+    runtime, _ = code_runtime(script)
     runtime.register(tool("noted", noted))
     runtime.register(tool("failing", trace.body(1, fail="decided")))
     runtime.on_post_execute(post)
@@ -838,7 +849,8 @@ async def test_l087_native_cancellation_of_run_code(
     runtime.on_result(lambda e, r: outer.append(r) if e.parent is None else None)
     trace.install(runtime)
     if how == "timeout":
-        install_timeout_policy(runtime)
+        # run_code declares no timeout of its own: a wrapper gives it a policy's deadline.
+        runtime.wrap_execute(_two_second_deadline)
         result = await run_program(runtime)
     else:
         with trio.move_on_after(2) as cancel_scope:
