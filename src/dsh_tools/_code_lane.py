@@ -203,17 +203,7 @@ class SubCalls:
         ctx = self.ctx
         observers = code_hooks(self.registry, ctx.scope, CODE_DISPATCH_START)
         if observers:  # nobody listens: no record is built
-            emit_code_dispatch_start(
-                observers,
-                CodeDispatchStart(
-                    root_call_id=ctx.root_call_id,
-                    parent_call_id=ctx.call_id,
-                    sub_call_id=execution.call_id,
-                    name=execution.name,
-                    arguments=execution.arguments,
-                    execution=execution,
-                ),
-            )
+            emit_code_dispatch_start(observers, CodeDispatchStart(**_fields(ctx, execution)))
         return None
 
     def on_commit(
@@ -245,16 +235,10 @@ class SubCalls:
             self._record(sub_call, result, event)
 
     def _event(self, sub_call: _SubCall, result: ToolResult) -> CodeDispatch:
-        ctx = self.ctx
         execution = sub_call.execution
         assert execution is not None
         return CodeDispatch(
-            root_call_id=ctx.root_call_id,
-            parent_call_id=ctx.call_id,
-            sub_call_id=execution.call_id,
-            name=execution.name,
-            arguments=execution.arguments,
-            execution=execution,
+            **_fields(self.ctx, execution),
             is_error=result.is_error,
             content=result.content,
             result=result,
@@ -331,3 +315,15 @@ class SubCalls:
 
 def _abandoned(reason: str, name: str) -> str:
     return f"run_code run is over ({reason}); {name} tool call abandoned"
+
+
+def _fields(ctx: ToolRunContext, execution: ToolExecution) -> dict[str, Any]:
+    """The fields both code-dispatch records share (code-mode §6.1)."""
+    return {
+        "root_call_id": ctx.root_call_id,
+        "parent_call_id": ctx.call_id,
+        "sub_call_id": execution.call_id,
+        "name": execution.name,
+        "arguments": execution.arguments,
+        "execution": execution,
+    }
