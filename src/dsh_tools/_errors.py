@@ -21,6 +21,7 @@ __all__ = [
     "UNKNOWN_TOOL",
     "AbortError",
     "CodeRunFailedError",
+    "CodeRunFailureKind",
     "ErrorCode",
     "HarnessError",
     "JsonSchemaError",
@@ -224,12 +225,72 @@ class ToolDeniedError(HarnessError):
         return str(self.reason)
 
 
+class CodeRunFailureKind(enum.StrEnum):
+    """Why a Code Mode program failed: the ``kind`` of a :class:`CodeRunFailedError`."""
+
+    SYNTAX = "syntax"
+    EXCEPTION = "exception"
+    TIMEOUT = "timeout"
+    MEMORY = "memory"
+    OUTPUT_LIMIT = "output-limit"
+    RESULT = "result"
+    INTERNAL = "internal"
+
+
 class CodeRunFailedError(HarnessError):
-    """A Code Mode program failed (code ``CODE_RUN_FAILED``); reserved for Code Mode."""
+    """A Code Mode program failed (code ``CODE_RUN_FAILED``).
+
+    Code runtimes build it with :meth:`for_run`, which records the failure's ``kind``, its
+    ``detail`` and the ``logs`` the program printed before it failed.
+    ``CodeRunFailedError(message)`` keeps working for a plain message; its ``kind`` and
+    ``detail`` are ``None`` and its ``logs`` are empty.
+
+    Example:
+        >>> exc = CodeRunFailedError.for_run("exception", "ValueError: bad (line 2)", ["hi"])
+        >>> print(exc)
+        code run failed (exception): ValueError: bad (line 2)
+        Captured output:
+        hi
+        >>> exc.kind, exc.logs
+        (<CodeRunFailureKind.EXCEPTION: 'exception'>, ('hi',))
+    """
+
+    kind: CodeRunFailureKind | None
+    detail: str | None
+    logs: tuple[str, ...]
 
     def __init__(self, message: str) -> None:
         Exception.__init__(self, message)
         self.code = ErrorCode.CODE_RUN_FAILED
+        self.kind = None
+        self.detail = None
+        self.logs = ()
+
+    @classmethod
+    def for_run(cls, kind: str, detail: str, logs: Iterable[str] = ()) -> CodeRunFailedError:
+        """Build the error of a failed run.
+
+        Args:
+            kind: a :class:`CodeRunFailureKind` value (``"syntax"``, ``"timeout"``, ...).
+            detail: what went wrong, in the exact words code-mode §7.5 gives for the kind.
+            logs: the lines the program printed before it failed.
+
+        Raises:
+            ValueError: ``kind`` is not a failure kind.
+        """
+        try:
+            member = CodeRunFailureKind(kind)
+        except ValueError:
+            raise ValueError(f'unknown code run failure kind "{kind}"') from None
+        lines = tuple(logs)
+        message = f"code run failed ({member.value}): {detail}"
+        if lines:
+            message += "\nCaptured output:\n" + "\n".join(lines)
+        exc = cls(message)
+        exc.kind = member
+        exc.detail = detail
+        exc.logs = lines
+        return exc
 
 
 class JsonSchemaError(ValueError):

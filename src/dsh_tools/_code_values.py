@@ -1,0 +1,174 @@
+"""The values of Code Mode's code-runtime protocol: limits, outcomes and the call error.
+
+A *code runtime* runs one program a model wrote; every tool call the program makes goes
+through the :data:`Dispatch` it is given. These are the plain values both sides agree on.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any, Final, Protocol, TypeAlias
+
+import attrs
+
+from ._decisions import UNSET
+from ._json import FrozenDict, JsonValue, freeze_json
+
+__all__ = [
+    "CODE_MODE_SOURCE",
+    "CodeRunLimits",
+    "CodeRunOutcome",
+    "CodeRuntime",
+    "Dispatch",
+    "ToolCallError",
+    "is_valid_code_runtime",
+]
+
+#: The ``source`` of the image messages Code Mode defers for sub-call results with images.
+CODE_MODE_SOURCE: Final = FrozenDict({"kind": "plugin", "plugin": "tools-code-mode"})
+
+Dispatch: TypeAlias = Callable[[str, object], Awaitable[JsonValue]]
+"""``await dispatch(name, args)``: submit one tool call of the program and wait for its value.
+
+Raises :class:`ToolCallError` when the call is refused or fails.
+"""
+
+
+class ToolCallError(Exception):
+    """A tool call made by a Code Mode program failed or was refused.
+
+    ``str(error)`` is the message: for a failed sub-call, its ``error.message``. The program
+    sees an exception of the same name and shape.
+
+    Example:
+        >>> err = ToolCallError("read_file", "no such file")
+        >>> err.tool_name, str(err)
+        ('read_file', 'no such file')
+    """
+
+    def __init__(self, tool_name: str, message: str) -> None:
+        super().__init__(tool_name, message)
+        self.tool_name = tool_name
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+
+def _positive_seconds(_: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    message = f"CodeRunLimits.{attribute.name} must be a positive finite number"
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(message)
+    if not (math.isfinite(value) and value > 0):
+        raise ValueError(message)
+
+
+def _positive_int(_: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    message = f"CodeRunLimits.{attribute.name} must be a positive integer"
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(message)
+    if value < 1:
+        raise ValueError(message)
+
+
+def _as_float(value: object) -> object:
+    # Runs before the validator; a non-number is left alone for it to refuse.
+    if isinstance(value, int) and not isinstance(value, bool):
+        try:
+            return float(value)
+        except OverflowError:
+            return math.inf
+    return value
+
+
+@attrs.frozen(kw_only=True)
+class CodeRunLimits:
+    """What one Code Mode run may use.
+
+    Which runtime enforces which limit: ``cpu_seconds`` and ``memory_bytes`` only the WASI
+    sandbox; ``wall_seconds`` and ``output_bytes`` both shipped runtimes; ``max_sub_calls`` the
+    sub-call lane, for every runtime.
+
+    Example:
+        >>> CodeRunLimits(wall_seconds=5).wall_seconds
+        5.0
+        >>> CodeRunLimits(max_sub_calls=0)
+        Traceback (most recent call last):
+        ...
+        ValueError: CodeRunLimits.max_sub_calls must be a positive integer
+    """
+
+    cpu_seconds: float = attrs.field(default=10.0, converter=_as_float, validator=_positive_seconds)
+    wall_seconds: float = attrs.field(
+        default=300.0, converter=_as_float, validator=_positive_seconds
+    )
+    memory_bytes: int = attrs.field(default=268_435_456, validator=_positive_int)
+    output_bytes: int = attrs.field(default=1_048_576, validator=_positive_int)
+    max_sub_calls: int = attrs.field(default=1000, validator=_positive_int)
+
+
+def _as_logs(value: object) -> tuple[str, ...]:
+    if isinstance(value, str | bytes) or not isinstance(value, Iterable):
+        raise TypeError("CodeRunOutcome.logs must be a sequence of str")
+    logs = tuple(value)
+    if not all(type(line) is str for line in logs):
+        raise TypeError("CodeRunOutcome.logs must be a sequence of str")
+    return logs
+
+
+def _as_result(value: object) -> JsonValue:
+    return value if value is UNSET else freeze_json(value)
+
+
+@attrs.frozen(kw_only=True)
+class CodeRunOutcome:
+    """What a finished program produced: its printed lines and its return value.
+
+    ``result`` is :data:`~dsh_tools.UNSET` when the program returned nothing (or ``None``);
+    any other value is frozen as lossless JSON.
+
+    Example:
+        >>> CodeRunOutcome(logs=["hi"], result=[1, 2])
+        CodeRunOutcome(logs=('hi',), result=(1, 2))
+    """
+
+    logs: tuple[str, ...] = attrs.field(default=(), converter=_as_logs)
+    result: JsonValue = attrs.field(default=UNSET, converter=_as_result)
+
+
+class CodeRuntime(Protocol):
+    """Runs one program a model wrote (code-mode §7.1's contract).
+
+    ``run`` calls ``dispatch`` once per tool call of the program, from a trio task of the
+    caller's run; returns a :class:`CodeRunOutcome`, or raises
+    :class:`~dsh_tools.CodeRunFailedError` built with ``for_run``; returns only after the
+    program has stopped; on cancellation, stops the program and lets ``Cancelled`` propagate.
+    """
+
+    @property
+    def language(self) -> str:
+        """The language of the programs this runtime runs; ``"python"``."""
+        ...
+
+    async def run(
+        self,
+        code: str,
+        *,
+        tools: tuple[str, ...],
+        dispatch: Dispatch,
+        limits: CodeRunLimits,
+    ) -> CodeRunOutcome:
+        """Run ``code`` with the tools named in ``tools`` bound; see the class docstring."""
+        ...
+
+
+def is_valid_code_runtime(obj: object) -> bool:
+    """Whether ``obj`` has a ``str`` ``language`` and a coroutine-function ``run``."""
+    try:
+        language = obj.language  # type: ignore[attr-defined]
+        run = obj.run  # type: ignore[attr-defined]
+    except Exception:
+        return False
+    return isinstance(language, str) and inspect.iscoroutinefunction(run)

@@ -1,0 +1,26 @@
+"""dsh_tools.code: Code Mode's code runtimes and the protocol they follow.
+
+A model in Code Mode calls one tool, ``run_code``, whose argument is a short Python program;
+a *code runtime* runs it, and each tool call the program makes is an ordinary nested call
+through the runtime's pipeline. Importing this module imports no sandbox.
+"""
+
+from ._code_values import (
+    CODE_MODE_SOURCE,
+    CodeRunLimits,
+    CodeRunOutcome,
+    CodeRuntime,
+    Dispatch,
+    ToolCallError,
+)
+from ._errors import CodeRunFailureKind
+
+__all__ = [
+    "CODE_MODE_SOURCE",
+    "CodeRunFailureKind",
+    "CodeRunLimits",
+    "CodeRunOutcome",
+    "CodeRuntime",
+    "Dispatch",
+    "ToolCallError",
+]
