@@ -25,7 +25,7 @@ from dsh_tools import (
     ToolRuntime,
     define_tool,
 )
-from dsh_tools._code_sdk import render_python_sdk
+from dsh_tools.code import render_python_sdk
 from tests.helpers import nest
 from tests.strategies import schemas
 
