@@ -464,7 +464,7 @@ def test_tools_sharing_a_name_render_in_the_order_given() -> None:
         ),
     ],
 )
-def test_l076_annotations(schema: object, annotation: str) -> None:
+def test_annotation_rules(schema: object, annotation: str) -> None:
     assert output_decl(schema) == [f"TOutput = {annotation}"]
 
 
