@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 
 __all__ = ["run_code_body"]
 
+
 @trio.lowlevel.enable_ki_protection
 async def run_code_body(
     *,
