@@ -35,6 +35,7 @@ from dsh_tools import (
 )
 from dsh_tools.code import CodeRunLimits, CodeRunOutcome
 from dsh_tools.lowlevel import NeedsFinish, cancelled_result, create, finish, prepare
+from dsh_tools.testing import PipelineInvariants
 from tests.helpers import call, error_text, exactly, make_echo, nest, raw_tool, run
 
 if TYPE_CHECKING:
@@ -629,7 +630,10 @@ async def test_l057_collapse_through_run_tool_calls() -> None:
         ModelToolCall(call_id="c1", name="t", arguments="{}"),
         ModelToolCall(call_id="c2", name="t", arguments="{}"),
     ]
+    invariants = PipelineInvariants()
+    invariants.install(runtime)
     outcome = await run_tool_calls(runtime, calls)
+    assert invariants.violations == []
     assert [c.mode for c in outcome.results] == [ExecutionMode.EXCLUSIVE] * 2
     assert [c.synthetic for c in outcome.results] == [False, False]
     assert [error_text(c.result) for c in outcome.results] == [collapsed_text("t")] * 2
