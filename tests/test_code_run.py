@@ -277,3 +277,30 @@ async def test_a_cancellation_group_from_a_hook_is_sorted(
         r.getMessage() == "dropping ValueError('cleanup failed') raised alongside a cancellation"
         for r in caplog.records
     )
+
+
+async def test_l040_a_failure_shows_the_captured_output() -> None:
+    """L-040: a run failing with ``output-limit`` after two captured lines: the content is
+    exactly the message, ``Captured output:`` and the two lines."""
+
+    async def script(dispatch: Dispatch, tools: tuple[str, ...], limits: CodeRunLimits) -> Any:
+        raise CodeRunFailedError.for_run(
+            "output-limit",
+            f"the program wrote more than {limits.output_bytes} bytes of output",
+            ["line 1", "line 2"],
+        )
+
+    runtime, _ = code_runtime(script, limits=CodeRunLimits(output_bytes=12))
+    result = await run_program(runtime)
+    assert result.content == (
+        TextContent(
+            "Error: code run failed (output-limit): the program wrote more than 12 bytes of "
+            "output\nCaptured output:\nline 1\nline 2"
+        ),
+    )
+    assert result.error is not None
+    assert result.error.info is not None
+    assert (result.error.info.name, result.error.info.code) == (
+        "CodeRunFailedError",
+        "CODE_RUN_FAILED",
+    )
