@@ -445,6 +445,7 @@ async def test_l035_l085_refused_calls_create_nothing() -> None:
             ("safe", {"x": [float("nan")]}),
             ("nope", {}),
             ("run_code", {}),
+            (["safe"], {}),  # type: ignore[list-item]
             ("safe", {"n": 1}),
             ("safe", {"n": 2}),
             ("safe", {"n": 3}),
@@ -467,6 +468,7 @@ async def test_l035_l085_refused_calls_create_nothing() -> None:
         "tool arguments must be lossless JSON (non-finite float at $.x[0])",
         'unknown tool "nope"',
         'unknown tool "run_code"',
+        "unknown tool \"['safe']\"",
         {"n": 1},
         {"n": 2},
         "run_code sub-call limit reached (2 calls)",

@@ -102,13 +102,14 @@ async def test_l083_an_exception_without_a_message_is_named_by_its_class() -> No
     assert result.content == (TextContent("Error: code run failed (internal): KeyError"),)
 
 
-@pytest.mark.parametrize("where", ["run", "body", "observer"])
+@pytest.mark.parametrize("where", ["run", "body", "observer", "start"])
 async def test_a_keyboard_interrupt_gets_the_bookkeeping_then_propagates_alone(
     where: str, autojump_clock: trio.testing.MockClock
 ) -> None:
     """§5.6: a ``KeyboardInterrupt`` from ``run``, from a sub-call body or from a settle
     observer: every started sub-call gets its settle event, queued ones are refused, and the
-    interrupt propagates alone."""
+    interrupt propagates alone (a start observer's too: its call was started, so it is
+    finished and settled)."""
     trace = Trace()
     got: list[object] = []
 
@@ -119,7 +120,7 @@ async def test_a_keyboard_interrupt_gets_the_bookkeeping_then_propagates_alone(
     async with trio.open_nursery() as outer:
 
         async def script(dispatch: Dispatch, tools: tuple[str, ...], limits: CodeRunLimits) -> Any:
-            if where == "observer":
+            if where in ("observer", "start"):
                 await submit(outer, dispatch, "quick", {}, got)
             await submit(outer, dispatch, "slow", {}, got)
             if where == "body":
@@ -141,6 +142,8 @@ async def test_a_keyboard_interrupt_gets_the_bookkeeping_then_propagates_alone(
 
         if where == "observer":
             runtime.on_code_dispatch(observer)
+        if where == "start":
+            runtime.on_code_dispatch_start(observer)
         with pytest.raises(KeyboardInterrupt) as info:
             await run_program(runtime)
         assert type(info.value) is KeyboardInterrupt
@@ -148,8 +151,14 @@ async def test_a_keyboard_interrupt_gets_the_bookkeeping_then_propagates_alone(
     assert [e.sub_call_id for e in trace.settles] == started
     assert "c1:code:1" in started
     refused = [str(g) for g in got if isinstance(g, ToolCallError) and "abandoned" in str(g)]
-    assert refused == ["run_code run is over (run_code aborted); writer tool call abandoned"]
-    expected = 2.0 if where == "run" else 1.0
+    # The start observer interrupts the program before it submits the writer.
+    expected_refusals = (
+        []
+        if where == "start"
+        else ["run_code run is over (run_code aborted); writer tool call abandoned"]
+    )
+    assert refused == expected_refusals
+    expected = {"run": 2.0, "body": 1.0, "observer": 1.0, "start": 0.0}[where]
     assert trio.current_time() == expected
 
 

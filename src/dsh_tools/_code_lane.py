@@ -166,7 +166,7 @@ class SubCalls:
     def _accept(self, name: str, args: object) -> ToolCall:
         if self.over is not None:
             raise ToolCallError(name, _abandoned(self.over, name))
-        if name not in self.bound:
+        if type(name) is not str or name not in self.bound:
             raise ToolCallError(name, f'unknown tool "{name}"')
         try:
             arguments = freeze_json(args)
