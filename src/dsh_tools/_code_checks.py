@@ -318,7 +318,7 @@ class OutputCapture(io.TextIOBase):
 
     def __init__(self, limit_bytes: int) -> None:
         super().__init__()
-        self._limit = limit_bytes
+        self.limit_bytes = limit_bytes
         self._used = 0
         self._chunks: list[str] = []
         self._drained = 0
@@ -338,17 +338,17 @@ class OutputCapture(io.TextIOBase):
         if not isinstance(text, str):
             raise TypeError(f"write() argument must be str, not {type(text).__name__}")
         if self.limit_hit:
-            raise OutputLimitExceeded(output_limit_detail(self._limit))
+            raise OutputLimitExceeded(output_limit_detail(self.limit_bytes))
         count = len(text)
         kept = text if text.isascii() else _replace_surrogates(str(text))
         size = len(kept) if kept.isascii() else len(kept.encode("utf-8"))
-        if self._used + size > self._limit:
-            room = self._limit - self._used
+        if self._used + size > self.limit_bytes:
+            room = self.limit_bytes - self._used
             part = kept.encode("utf-8")[:room].decode("utf-8", "ignore")
             self._chunks.append(part)
             self._used += len(part.encode("utf-8"))
             self.limit_hit = True
-            raise OutputLimitExceeded(output_limit_detail(self._limit))
+            raise OutputLimitExceeded(output_limit_detail(self.limit_bytes))
         self._chunks.append(kept)
         self._used += size
         return count

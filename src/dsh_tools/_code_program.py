@@ -31,7 +31,9 @@ await only what they are given).
   ``output-limit``, ``memory``, ``exception`` or ``result`` with its ``detail``. It catches
   every exception the program lets out (``CancelledError`` and ``SystemExit`` too): a runtime
   that stopped the program itself (time, cancellation) decides the outcome itself.
-  ``ProgramEnd.done_message()`` is the guest's ``done`` message as a dict.
+  ``ProgramEnd.done_message()`` is the guest's ``done`` message as a dict. The two steps of
+  that classification are ``end_for_exception(exc, capture, memory_bytes=None)`` and
+  ``end_for_return(value, capture)``, for a runtime that meets the program's end elsewhere.
 * ``ToolCallError(tool_name, message)``: the class the guest injects (the trusted runtime
   injects ``dsh_tools.code.ToolCallError``, of the same name and shape).
 * Re-exported from ``_code_checks`` (see that module): ``lossless_copy``, ``NotLosslessJson``,
@@ -104,6 +106,8 @@ __all__ = [
     "Tools",
     "compile_program",
     "cpu_timeout_detail",
+    "end_for_exception",
+    "end_for_return",
     "exception_detail",
     "lossless_copy",
     "make_main",
@@ -420,7 +424,7 @@ def end_for_exception(
 ) -> ProgramEnd:
     """The end of a program that let ``exc`` out (the output limit, once hit, decides)."""
     if capture.limit_hit:
-        return ProgramEnd(kind="output-limit", detail=output_limit_detail(capture._limit))
+        return ProgramEnd(kind="output-limit", detail=output_limit_detail(capture.limit_bytes))
     if isinstance(exc, MemoryError):
         return ProgramEnd(kind="memory", detail=memory_detail(memory_bytes))
     return ProgramEnd(kind="exception", detail=exception_detail(exc))
@@ -429,7 +433,7 @@ def end_for_exception(
 def end_for_return(value: object, capture: OutputCapture) -> ProgramEnd:
     """The end of a program that returned ``value``."""
     if capture.limit_hit:
-        return ProgramEnd(kind="output-limit", detail=output_limit_detail(capture._limit))
+        return ProgramEnd(kind="output-limit", detail=output_limit_detail(capture.limit_bytes))
     if value is None:
         return ProgramEnd()
     try:
