@@ -79,17 +79,26 @@ class TrustedCodeRuntime:
                 ``exception``, ``timeout``, ``memory``, ``output-limit`` or ``result``).
         """
         run = _Run(code, tools, dispatch, limits, trio.lowlevel.current_trio_token())
-        async with trio.open_nursery() as nursery:
-            run.nursery = nursery
-            nursery.start_soon(run.stop_on_cancel)
-            try:
-                # Never abandoned: a program that cannot be stopped is waited for.
-                end = await trio.to_thread.run_sync(run.in_thread, abandon_on_cancel=False)
-            finally:
-                # The program has ended: stop waiting for its pending calls (cancelling a
-                # dispatch await never withdraws the call itself).
-                nursery.cancel_scope.cancel()
-        # If the caller was cancelled meanwhile, the program was stopped for that: say so.
+        try:
+            async with trio.open_nursery() as nursery:
+                run.nursery = nursery
+                nursery.start_soon(run.stop_on_cancel)
+                try:
+                    # Never abandoned: a program that cannot be stopped is waited for.
+                    end = await trio.to_thread.run_sync(run.in_thread, abandon_on_cancel=False)
+                finally:
+                    # The program has ended: stop waiting for its pending calls (cancelling
+                    # a dispatch await never withdraws the call itself).
+                    nursery.cancel_scope.cancel()
+        except BaseExceptionGroup as group:
+            if group.split(trio.Cancelled)[1] is not None:
+                raise
+            # Only cancellations escape the nursery: the caller's (the nursery absorbs its
+            # own). The nursery is a detail of this runtime: raise one plain Cancelled.
+            await trio.lowlevel.checkpoint()
+            raise  # pragma: no cover - the checkpoint above raises Cancelled
+        # If the caller was cancelled once the tasks had ended, the program was stopped for
+        # that: say so.
         await trio.lowlevel.checkpoint_if_cancelled()
         return run.outcome(end)
 
