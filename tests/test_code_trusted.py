@@ -6,17 +6,20 @@ program must wait, and never assert a duration beyond generous bounds.
 
 from __future__ import annotations
 
+import asyncio
 import io
 import threading
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import pytest
 import trio
 import trio.testing
 
-from dsh_tools import CodeRunFailedError
+from dsh_tools import CodeRunFailedError, JsonValue, _code_trusted, freeze_json
 from dsh_tools import _code_program as program
+from dsh_tools._code_values import is_valid_code_runtime
 from dsh_tools.code import CodeRunLimits, TrustedCodeRuntime
 
 from .code_corpus import CORPUS, CodeCase, CorpusTools, cases_citing, check_case, lines
@@ -221,3 +224,271 @@ async def test_l092_cancelling_run_stops_an_awaiting_program_first(inject: Injec
         await started.wait()
         nursery.cancel_scope.cancel()
     assert seen == ["started", "program cancelled", "run cancelled"]
+
+
+async def test_calls_overlap_and_reach_dispatch_in_the_program_order() -> None:
+    """§7.1 item 1: one dispatch per call, in the program's order; calls overlap freely."""
+    entered: list[int] = []
+    all_in = trio.Event()
+    count = 20
+
+    async def dispatch(name: str, args: Any) -> JsonValue:
+        assert threading.current_thread() is threading.main_thread()  # the caller's trio run
+        entered.append(args["i"])
+        if len(entered) == count:
+            all_in.set()
+        await all_in.wait()  # every call waits for the last: they must all be in flight
+        return freeze_json(args["i"] * 10)
+
+    code = lines(
+        "import asyncio",
+        f"return await asyncio.gather(*[tools.echo(i=i) for i in range({count})])",
+    )
+    outcome = await run(code, dispatch=dispatch)
+    assert entered == list(range(count))
+    assert outcome.result == tuple(i * 10 for i in range(count))
+
+
+async def test_pending_dispatch_awaits_are_cancelled_when_the_program_ends(
+    inject: Inject,
+) -> None:
+    """§7.1 item 3: a call still pending when the program returns has its await cancelled."""
+    tools = CorpusTools()
+    inject(dispatched=lambda: bool(tools.calls))
+    code = lines(
+        "import asyncio",
+        "task = asyncio.create_task(tools.slow())",
+        "while not dispatched():",
+        "    await asyncio.sleep(0.001)",
+        "return 'done'",
+    )
+    with trio.fail_after(30):  # generous: the run must not wait out the slow call's minute
+        outcome = await run(code, tools=("slow",), dispatch=tools.dispatch)
+    assert outcome.result == "done"
+    assert tools.cancelled == ["slow"]
+
+
+async def test_cancelling_run_cancels_an_awaited_call_and_the_program_sees_it(
+    inject: Inject,
+) -> None:
+    """§7.1 item 4: the pending call's await is cancelled, the program stops, then Cancelled."""
+    seen: list[str] = []
+    in_dispatch = trio.Event()
+
+    async def dispatch(name: str, args: object) -> JsonValue:
+        in_dispatch.set()
+        try:
+            await trio.sleep_forever()
+        finally:
+            seen.append("dispatch cancelled")
+
+    inject(note=seen.append)
+    code = lines(
+        "import asyncio",
+        "try:",
+        "    await tools.echo()",
+        "except asyncio.CancelledError:",
+        "    note('program cancelled')",
+        "    raise",
+    )
+    with trio.CancelScope() as scope:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(partial(run, code, dispatch=dispatch))
+            await in_dispatch.wait()
+            scope.cancel()
+    assert scope.cancelled_caught
+    assert sorted(seen) == ["dispatch cancelled", "program cancelled"]
+
+
+async def test_a_program_that_never_awaits_is_waited_for(inject: Inject) -> None:
+    """§7.1 item 4, §8.1: a busy program cannot be stopped: run waits until it has ended."""
+    seen: list[str] = []
+    started = trio.Event()
+    token = trio.lowlevel.current_trio_token()
+
+    def note(text: str) -> None:
+        seen.append(text)
+        if text == "started":
+            token.run_sync_soon(started.set)
+
+    inject(note=note)
+    code = lines("import time", "note('started')", "time.sleep(0.2)", "note('ended')")
+    with trio.CancelScope() as scope:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(partial(run, code))
+            await started.wait()
+            scope.cancel()
+    seen.append("run returned")
+    assert scope.cancelled_caught
+    assert seen == ["started", "ended", "run returned"]
+
+
+async def test_a_program_that_blocks_past_its_wall_time_times_out() -> None:
+    """§8.1: a program that never gave the loop a chance still ran longer than its limit."""
+    with pytest.raises(CodeRunFailedError) as info:
+        await run(
+            lines("import time", "time.sleep(0.15)", "return 1"),
+            limits=CodeRunLimits(wall_seconds=0.05),
+        )
+    assert (info.value.kind, info.value.detail) == ("timeout", "the program ran longer than 0.05s")
+
+
+async def test_cancelled_before_the_program_starts(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run cancelled while its program is being compiled never starts the program."""
+    compiling, release = threading.Event(), threading.Event()
+    original = program.compile_program
+
+    def slow_compile(code: str) -> program.CompiledProgram:
+        compiling.set()
+        release.wait(30)
+        return original(code)
+
+    monkeypatch.setattr(program, "compile_program", slow_compile)
+    tools = CorpusTools()
+    scope = trio.CancelScope()
+
+    async def go() -> None:
+        with scope:
+            await run("await tools.echo()", dispatch=tools.dispatch)
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(go)
+        await trio.to_thread.run_sync(compiling.wait)
+        scope.cancel()
+        await trio.testing.wait_all_tasks_blocked()  # the run has seen its cancellation
+        release.set()
+    assert scope.cancelled_caught
+    assert tools.calls == []
+
+
+async def test_a_cancelled_caller_never_starts_the_thread() -> None:
+    """A run called in a cancelled scope raises Cancelled (one, not a group)."""
+    tools = CorpusTools()
+    with trio.CancelScope() as scope:
+        scope.cancel()
+        try:
+            await run("await tools.echo()", dispatch=tools.dispatch)
+        except trio.Cancelled:
+            seen = "cancelled"
+            raise
+    assert scope.cancelled_caught
+    assert seen == "cancelled"
+    assert tools.calls == []
+
+
+@pytest.mark.parametrize("exception", ["KeyboardInterrupt", "SystemExit"])
+async def test_an_interrupt_raised_in_a_program_task(exception: str) -> None:
+    """asyncio lets SystemExit/KeyboardInterrupt of a task out of the loop: kind exception."""
+    code = lines(
+        "import asyncio",
+        "async def child():",
+        f"    raise {exception}('stop')",
+        "task = asyncio.create_task(child())",
+        "await asyncio.sleep(30)",
+    )
+    with trio.fail_after(20), pytest.raises(CodeRunFailedError) as info:
+        await run(code)
+    assert (info.value.kind, info.value.detail) == ("exception", f"{exception}: stop (line 3)")
+
+
+async def test_a_dispatch_that_raises_something_else_reaches_the_program() -> None:
+    """An exception other than ToolCallError from dispatch is raised in the program as is."""
+
+    async def dispatch(name: str, args: object) -> JsonValue:
+        raise RuntimeError("dispatch broke")
+
+    code = lines("try:", "    await tools.echo()", "except RuntimeError as e:", "    return str(e)")
+    outcome = await run(code, dispatch=dispatch)
+    assert outcome.result == "dispatch broke"
+
+
+async def test_the_output_limit_counts_utf8_bytes() -> None:
+    """``output_bytes`` counts UTF-8 bytes; what fits is kept, never half a character."""
+    with pytest.raises(CodeRunFailedError) as info:
+        await run("print('é' * 6)", limits=CodeRunLimits(output_bytes=5))
+    assert (info.value.kind, info.value.logs) == ("output-limit", ("éé",))
+
+
+async def test_a_failed_call_is_the_dispatch_error() -> None:
+    """The program's ToolCallError is dispatch's, with its tool name and message."""
+    outcome = await run(
+        lines(
+            "try:",
+            "    await tools.fail()",
+            "except ToolCallError as e:",
+            "    return [type(e).__module__, e.tool_name, e.message]",
+        ),
+        tools=("fail",),
+    )
+    assert outcome.result == ("dsh_tools._code_values", "fail", "the tool failed")
+
+
+def test_language_and_protocol() -> None:
+    """``language == "python"``; a valid code runtime for ``ToolRuntime(code_runtime=)``."""
+    runtime = TrustedCodeRuntime()
+    assert runtime.language == "python"
+    assert is_valid_code_runtime(runtime)
+
+
+async def test_a_dispatch_that_raises_a_base_exception_propagates_after_the_program() -> None:
+    """A dispatch raising a BaseException (not Cancelled) stops the program and propagates."""
+
+    class Boom(BaseException):
+        pass
+
+    async def dispatch(name: str, args: object) -> JsonValue:
+        raise Boom
+
+    code = lines(
+        "import asyncio",
+        "try:",
+        "    await tools.echo()",
+        "except asyncio.CancelledError:",
+        "    pass",
+    )
+    with pytest.raises(BaseExceptionGroup) as info:
+        await run(code, dispatch=dispatch)
+    matched, rest = info.value.split(Boom)
+    assert matched is not None
+    assert rest is None
+
+
+def test_an_interrupt_that_leaves_the_loop_is_the_program_exception(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """In the thread: SystemExit/KeyboardInterrupt out of asyncio.run is kind exception.
+
+    The end-to-end case is ``test_an_interrupt_raised_in_a_program_task``; coverage loses
+    the worker thread's tracing once such an exception has crossed asyncio's loop, so this
+    pins the branch in this thread.
+    """
+
+    def interrupted(main: Any) -> Any:
+        main.close()
+        raise SystemExit("out of the loop")
+
+    monkeypatch.setattr(asyncio, "run", interrupted)
+    run = _code_trusted._Run(
+        "return 1",
+        (),
+        CorpusTools().dispatch,
+        LIMITS,
+        None,  # type: ignore[arg-type]  # the program never starts: no trio run needed
+    )
+    end = run.in_thread()
+    assert (end.kind, end.detail) == ("exception", "SystemExit: out of the loop")
+
+
+def test_a_call_outcome_for_a_program_that_stopped_waiting_is_dropped() -> None:
+    """A call that completes after the program cancelled its await changes nothing."""
+    loop = asyncio.new_event_loop()
+    try:
+        future = loop.create_future()
+        future.cancel()
+        _code_trusted._settle(future, None, 1)
+        assert future.cancelled()
+        failed = loop.create_future()
+        _code_trusted._settle(failed, ValueError("x"), None)
+        assert isinstance(failed.exception(), ValueError)
+    finally:
+        loop.close()

@@ -218,11 +218,16 @@ class _Run:
             stopped = self.stop_requested
         if stopped:  # the caller was cancelled before the program started: do not start it
             return program.ProgramEnd()
-        timer = loop.call_later(self.limits.wall_seconds, self.on_wall_time)
+        deadline = loop.time() + self.limits.wall_seconds
+        timer = loop.call_at(deadline, self.on_wall_time)
         try:
             return await program.run_program(main, self.capture, self.limits.memory_bytes)
         finally:
             timer.cancel()
+            # A program that blocked the loop past the deadline kept the timer from firing:
+            # it still ran too long.
+            if loop.time() >= deadline and not self.timed_out:
+                self.timed_out = not self.capture.limit_hit
 
     def on_wall_time(self) -> None:
         # The first limit reached decides: output written past its limit before this stays
@@ -231,9 +236,9 @@ class _Run:
         self.cancel_main()
 
     def cancel_main(self) -> None:
-        task = self.main_task
-        if task is not None:
-            task.cancel()
+        # Only called once the loop exists, and the loop and its main task are set together.
+        assert self.main_task is not None
+        self.main_task.cancel()
 
     async def submit(self, name: str, args: dict[str, Any]) -> Any:
         future = asyncio.get_running_loop().create_future()
