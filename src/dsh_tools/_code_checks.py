@@ -76,8 +76,8 @@ def _with_line(name: str, message: str, line: int | None) -> str:
 def syntax_detail(exc: BaseException) -> str:
     """The ``syntax`` detail of a compile error: ``<class>: <msg> (line <n>)``."""
     line: int | None = None
-    if isinstance(exc, SyntaxError) and isinstance(exc.msg, str):
-        message = exc.msg
+    if isinstance(exc, SyntaxError):
+        message = exc.msg or ""  # None for a SyntaxError built without arguments
         line = exc.lineno if isinstance(exc.lineno, int) else None
     else:
         message = _safe_str(exc)
