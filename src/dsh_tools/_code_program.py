@@ -216,26 +216,24 @@ def compile_program(code: str) -> CompiledProgram:
             f"SyntaxError: 'yield' inside a run_code program (line {first_yield.lineno})"
         )
     where: dict[str, Any] = {"lineno": 1, "col_offset": 0, "end_lineno": 1, "end_col_offset": 0}
-    body = tree.body or [_ast.Pass(**where)]
-    function: Any = _ast.AsyncFunctionDef(
-        name=_FUNCTION_NAME,
-        args=_ast.arguments(posonlyargs=[], args=[], kwonlyargs=[], kw_defaults=[], defaults=[]),
-        body=body,
-        decorator_list=[],
-        returns=None,
+    fields: dict[str, Any] = {
+        "name": _FUNCTION_NAME,
+        "args": _ast.arguments(posonlyargs=[], args=[], kwonlyargs=[], kw_defaults=[], defaults=[]),
+        "body": tree.body or [_ast.Pass(**where)],
+        "decorator_list": [],
+        "returns": None,
+        "type_params": [],  # Python 3.12 requires it; 3.11 keeps it as an unused attribute
         **where,
-    )
-    if "type_params" in _ast.AsyncFunctionDef._fields:  # Python 3.12+ requires the field
-        function.type_params = []
+    }
+    function = _ast.AsyncFunctionDef(**fields)
     module = _ast.Module(body=[function], type_ignores=[])
     try:
         module_code = compile(module, FILENAME, "exec", dont_inherit=True)
     except Exception as exc:
         raise ProgramSyntaxError(syntax_detail(exc)) from None
-    for const in module_code.co_consts:  # pragma: no branch - the function is always there
-        if isinstance(const, _CodeType) and const.co_name == _FUNCTION_NAME:
-            return CompiledProgram(const, imports_asyncio)
-    raise AssertionError("unreachable")  # pragma: no cover - the loop above always returns
+    # The module holds one statement, the async def: its code is the only code constant.
+    function_code = next(c for c in module_code.co_consts if isinstance(c, _CodeType))
+    return CompiledProgram(function_code, imports_asyncio)
 
 
 def program_globals(tools: object, tool_call_error: type, **extra: object) -> "dict[str, Any]":
