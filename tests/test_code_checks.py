@@ -207,12 +207,14 @@ def test_capture_keeps_text_and_splits_logs() -> None:
 def test_capture_drain_returns_what_is_new() -> None:
     capture = OutputCapture(100)
     capture.write("one ")
-    capture.write("two")
-    assert capture.drain() == "one two"
-    assert capture.drain() == ""
+    capture.write("twé")
+    assert capture.pending_bytes == 8
+    assert capture.drain() == "one twé"
+    assert (capture.drain(), capture.pending_bytes) == ("", 0)
     capture.write("three")
+    assert capture.pending_bytes == 5
     assert capture.drain() == "three"
-    assert capture.text() == "one twothree"
+    assert capture.text() == "one twéthree"
 
 
 def test_capture_limit_keeps_what_fits_and_raises_every_time_after() -> None:

@@ -12,7 +12,8 @@ imports this module, see its docstring): only the standard library, no ``typing`
   ``print(file=...)``) keeping at most ``limit_bytes`` UTF-8 bytes; past that it keeps what
   fits, raises :class:`OutputLimitExceeded` (a ``BaseException``) and remembers it in
   ``limit_hit``, so the run ends ``output-limit`` even if the program catches it. ``text()``,
-  ``logs()`` and ``drain()`` (the text kept since the last ``drain``) read it.
+  ``logs()`` and ``drain()`` (the text kept since the last ``drain``, whose size in bytes is
+  ``pending_bytes``) read it.
 * ``split_logs(text)``: log lines: one trailing ``"\\n"`` removed, split on ``"\\n"``.
 * The failure details of code-mode §7.5: ``syntax_detail(exc)``, ``exception_detail(exc)``
   (``<class>: <message> (line <n>)``, the line of the innermost frame of ``<program>``),
@@ -322,7 +323,13 @@ class OutputCapture(io.TextIOBase):
         self._used = 0
         self._chunks: list[str] = []
         self._drained = 0
+        self._drained_bytes = 0
         self.limit_hit = False
+
+    @property
+    def pending_bytes(self) -> int:
+        """UTF-8 bytes kept since the last ``drain`` (the guest ships logs every 4096)."""
+        return self._used - self._drained_bytes
 
     @property
     def encoding(self) -> str:  # type: ignore[override]
@@ -361,6 +368,7 @@ class OutputCapture(io.TextIOBase):
         """The text kept since the last ``drain`` (all of it the first time)."""
         new = "".join(self._chunks[self._drained :])
         self._drained = len(self._chunks)
+        self._drained_bytes = self._used
         return new
 
     def logs(self) -> "tuple[str, ...]":
