@@ -16,13 +16,16 @@ from typing import Any
 import pytest
 import trio
 import trio.testing
+from hypothesis import given, settings
 
-from dsh_tools import CodeRunFailedError, JsonValue, _code_trusted, freeze_json
+from dsh_tools import UNSET, CodeRunFailedError, JsonValue, _code_trusted, freeze_json
 from dsh_tools import _code_program as program
 from dsh_tools._code_values import is_valid_code_runtime
 from dsh_tools.code import CodeRunLimits, TrustedCodeRuntime
 
 from .code_corpus import CORPUS, CodeCase, CorpusTools, cases_citing, check_case, lines
+from .strategies import maybe_json_values
+from .test_code_checks import freeze_text, plain
 
 LIMITS = CodeRunLimits()
 
@@ -492,3 +495,38 @@ def test_a_call_outcome_for_a_program_that_stopped_waiting_is_dropped() -> None:
         assert isinstance(failed.exception(), ValueError)
     finally:
         loop.close()
+
+
+@given(maybe_json_values().map(plain))
+@settings(max_examples=50)
+async def test_l035_the_program_refuses_exactly_what_dispatch_would(value: object) -> None:
+    """L-035: a binding given ``value`` dispatches it frozen as freeze_json freezes it, or
+    raises ToolCallError with the text of the lane's own check, dispatching nothing."""
+    tools = CorpusTools()
+    original = program.program_globals
+
+    def with_value(tools: object, tool_call_error: type, **extra: object) -> dict[str, Any]:
+        return original(tools, tool_call_error, value=value, **extra)
+
+    program.program_globals = with_value
+    try:
+        outcome = await TrustedCodeRuntime().run(
+            lines(
+                "try:",
+                "    await tools.echo(value=value)",
+                "except ToolCallError as e:",
+                "    return str(e)",
+            ),
+            tools=("echo",),
+            dispatch=tools.dispatch,
+            limits=LIMITS,
+        )
+    finally:
+        program.program_globals = original
+    reason = freeze_text({"value": value})
+    if reason is None:
+        assert outcome.result is UNSET
+        assert tools.calls == [("echo", freeze_json({"value": value}))]
+    else:
+        assert outcome.result == f"tool arguments must be lossless JSON ({reason})"
+        assert tools.calls == []
