@@ -6,11 +6,12 @@ tests), the way both runtimes drive it; ``test_code_trusted.py`` covers the whol
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import builtins
 import subprocess
 import sys
-import types
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,7 @@ from dsh_tools._code_program import (
     ProgramSyntaxError,
     ToolCallError,
     compile_program,
+    guest_source,
     make_main,
     make_tools,
     program_globals,
@@ -387,41 +389,55 @@ def test_program_end_messages() -> None:
 # --- the source the WASI guest runs --------------------------------------------------
 
 
-def load_as_guest(monkeypatch: pytest.MonkeyPatch) -> types.ModuleType:
-    """Load GUEST_MODULES from their source files as top-level modules, like the guest."""
-    loaded: dict[str, types.ModuleType] = {}
-    for name in GUEST_MODULES:
-        path = SOURCE_DIR / f"{name}.py"
-        module = types.ModuleType(name)
-        module.__file__ = str(path)
-        monkeypatch.setitem(sys.modules, name, module)
-        exec(compile(path.read_text(encoding="utf-8"), str(path), "exec"), module.__dict__)
-        loaded[name] = module
-    return loaded["_code_program"]
-
-
-def test_the_guest_modules_run_standalone(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The sources load as top-level modules (no package) and run a program."""
-    guest: Any = load_as_guest(monkeypatch)
-    assert guest.lossless_copy is sys.modules["_code_checks"].lossless_copy
+def test_the_guest_source_runs_in_one_namespace() -> None:
+    """``guest_source()`` run in a plain dict, as the guest does, runs a program."""
+    sources = [(SOURCE_DIR / f"{name}.py") for name in GUEST_MODULES]
+    assert guest_source() == "\n".join(path.read_text(encoding="utf-8") for path in sources)
+    guest: dict[str, Any] = {"__name__": "_code_program"}
+    for path in sources:  # one after the other, in one namespace: guest_source() run by parts
+        exec(compile(path.read_text(encoding="utf-8"), str(path), "exec"), guest)
 
     async def submit(name: str, args: dict[str, Any]) -> Any:
         return {"got": args}
 
-    compiled = guest.compile_program("return await tools.echo(a=1)")
-    tools = guest.make_tools(["echo"], submit, guest.ToolCallError)
-    main = guest.make_main(compiled, guest.program_globals(tools, guest.ToolCallError))
-    end = asyncio.run(guest.run_program(main, guest.OutputCapture(100)))
+    compiled = guest["compile_program"]("print('hi')\nreturn await tools.echo(a=1)")
+    error = guest["ToolCallError"]
+    tools = guest["make_tools"](["echo"], submit, error)
+    capture = guest["OutputCapture"](100)
+    # The guest makes its capture sys.stdout; here print is pointed at it instead.
+    namespace = guest["program_globals"](tools, error, print=partial(print, file=capture))
+    main = guest["make_main"](compiled, namespace)
+    end = asyncio.run(guest["run_program"](main, capture))
     assert end.done_message() == {"op": "done", "status": "ok", "result": {"got": {"a": 1}}}
+    assert capture.logs() == ("hi",)
+    assert guest["lossless_copy"] is not program.lossless_copy  # the guest's own copy
+
+
+def test_the_guest_modules_share_no_top_level_name() -> None:
+    """Run in one namespace, one module's names must not replace the other's."""
+    names: list[set[str]] = []
+    for name in GUEST_MODULES:
+        tree = ast.parse((SOURCE_DIR / f"{name}.py").read_text(encoding="utf-8"))
+        defined: set[str] = set()
+        for node in tree.body:
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                defined.add(node.name)
+            elif isinstance(node, ast.Assign | ast.AnnAssign):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                defined.update(t.id for t in targets if isinstance(t, ast.Name))
+            elif isinstance(node, ast.Import):
+                defined.update((a.asname or a.name).split(".")[0] for a in node.names)
+        names.append(defined)
+    shared = set.intersection(*names) - {"__all__", "TYPE_CHECKING"}
+    assert shared == set()
 
 
 def test_the_guest_modules_import_only_cheap_standard_modules() -> None:
-    """No ast, importlib.util, asyncio or typing at import (the guest's start-up cost)."""
+    """No ast, importlib.util, asyncio or typing when the guest runs the source."""
     script = lines(
         "import sys",
-        f"sys.path.insert(0, {str(SOURCE_DIR)!r})",
         "before = set(sys.modules)",
-        "import _code_program",
+        f"exec({guest_source()!r}, {{'__name__': '_code_program'}})",
         "print(' '.join(sorted(set(sys.modules) - before)))",
     )
     output = subprocess.run(
@@ -430,5 +446,4 @@ def test_the_guest_modules_import_only_cheap_standard_modules() -> None:
         text=True,
         check=True,
     ).stdout.split()
-    assert set(output) <= {"_ast", "_code_checks", "_code_program", "keyword", "math"}
-    assert {"_code_checks", "_code_program"} <= set(output)
+    assert set(output) <= {"_ast", "keyword", "math"}

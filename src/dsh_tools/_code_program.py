@@ -3,13 +3,13 @@
 A ``run_code`` program is the body of an ``async def`` with no parameters. This module
 compiles it, builds its globals and ``tools`` object, runs it and words how it ended, in the
 exact texts of the failure details. The trusted runtime imports it in the host; the
-WebAssembly guest runs *the same source*: it loads the sources named by ``GUEST_MODULES``
-(``dsh_tools/_code_checks.py`` then this file), in order, each as a top-level module of that
-name, and this module then imports ``_code_checks`` by that name. So both use only the
-standard library (no ``dsh_tools``, trio, attrs or ``typing``), run on CPython 3.11 and 3.12,
-never import ``ast``, ``importlib.util`` or ``asyncio`` (start-up cost: parsing goes through
-``compile`` with the builtin ``_ast`` module's flags) and never touch an event loop (they
-await only what they are given).
+WebAssembly guest runs *the same source*: ``guest_source()`` (host side) joins the sources of
+``GUEST_MODULES`` (``dsh_tools/_code_checks.py``, then this file), and the guest runs that
+text in one namespace (``exec`` into a dict), where every name below is then defined. So both
+modules use only the standard library (no ``dsh_tools``, trio, attrs or ``typing``), run on
+CPython 3.11 and 3.12, never import ``ast``, ``importlib.util`` or ``asyncio`` (start-up
+cost: parsing goes through ``compile`` with the builtin ``_ast`` module's flags), never
+touch an event loop (they await only what they are given) and share no top-level name.
 
 * ``compile_program(code) -> CompiledProgram``: ``code`` parsed as a module, its statements
   compiled as the body of ``async def program()``, line numbers unchanged, file name
@@ -57,26 +57,11 @@ if TYPE_CHECKING:
 
     Submit = Callable[[str, dict[str, Any]], Awaitable[Any]]
 
-# In the host this is ``dsh_tools._code_checks``; the guest loads that module's source first,
-# as the top-level module ``_code_checks`` (see GUEST_MODULES).
-if __package__:
+# In the host this module is ``dsh_tools._code_program`` and imports its sibling. In the
+# WASI guest, ``_code_checks``' source ran first in this same namespace (``guest_source()``),
+# so these names are already defined.
+if globals().get("__package__"):
     from ._code_checks import (
-        FILENAME,
-        RESULT_DETAIL,
-        NotLosslessJson,
-        OutputCapture,
-        OutputLimitExceeded,
-        cpu_timeout_detail,
-        exception_detail,
-        lossless_copy,
-        memory_detail,
-        output_limit_detail,
-        split_logs,
-        syntax_detail,
-        wall_timeout_detail,
-    )
-else:
-    from _code_checks import (  # type: ignore[import-not-found, no-redef]
         FILENAME,
         RESULT_DETAIL,
         NotLosslessJson,
@@ -109,6 +94,7 @@ __all__ = [
     "end_for_exception",
     "end_for_return",
     "exception_detail",
+    "guest_source",
     "lossless_copy",
     "make_main",
     "make_tools",
@@ -121,8 +107,7 @@ __all__ = [
     "wall_timeout_detail",
 ]
 
-#: The modules the guest loads, in this order, each as a top-level module of that name from
-#: the source file ``dsh_tools/<name>.py``.
+#: The modules whose sources the guest runs, in this order, in one namespace.
 GUEST_MODULES = ("_code_checks", "_code_program")
 #: The name of the async function the program's statements become the body of.
 _FUNCTION_NAME = "program"
@@ -136,6 +121,17 @@ def _nothing() -> None:
 
 _FunctionType = type(_nothing)
 _CodeType = type(_nothing.__code__)
+
+
+def guest_source() -> str:
+    """The sources of :data:`GUEST_MODULES`, joined: what the guest runs in one namespace.
+
+    Only the host calls it (it reads the package's files).
+    """
+    import importlib.resources  # the host only: the guest never calls this
+
+    files = importlib.resources.files(__package__)
+    return "\n".join(files.joinpath(f"{name}.py").read_text("utf-8") for name in GUEST_MODULES)
 
 
 # --- compiling (code-mode §4.1) ----------------------------------------------------------
