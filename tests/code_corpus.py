@@ -278,9 +278,9 @@ CORPUS: list[CodeCase] = [
     CodeCase(
         id="wall-timeout",
         cites=("L-079",),
-        code='import asyncio\nprint("waiting")\nawait asyncio.sleep(30)',
+        # No output: under the sandbox the deadline may fire before the interpreter is up.
+        code="import asyncio\nawait asyncio.sleep(30)",
         limits=CodeRunLimits(wall_seconds=0.2),
-        logs=("waiting",),
         kind="timeout",
         detail="the program ran longer than 0.2s",
     ),
