@@ -6,6 +6,7 @@ through the runtime's pipeline. Importing this module imports no sandbox.
 """
 
 from ._code_sdk import render_python_sdk
+from ._code_trusted import TrustedCodeRuntime
 from ._code_values import (
     CODE_MODE_SOURCE,
     CodeRunLimits,
@@ -24,5 +25,6 @@ __all__ = [
     "CodeRuntime",
     "Dispatch",
     "ToolCallError",
+    "TrustedCodeRuntime",
     "render_python_sdk",
 ]
