@@ -63,6 +63,8 @@ from dsh_tools import (
     ABORTED,
     ABORTED_BEFORE_DISPATCH,
     AbortError,
+    CodeDispatch,
+    CodeDispatchStart,
     ErrorInfo,
     ExecutionMode,
     ExecutionToken,
@@ -556,6 +558,12 @@ class ExplodingConsole:
 
     def body_ended(self, token: ExecutionToken) -> None:
         self.inner.body_ended(token)
+
+    def sub_call_started(self, event: CodeDispatchStart, mode: ExecutionMode) -> None:
+        raise AssertionError("no Code Mode here")
+
+    def sub_call_settled(self, event: CodeDispatch) -> None:
+        raise AssertionError("no Code Mode here")
 
     def watch(self, statistics: Any) -> None:
         self.inner.watch(statistics)

@@ -117,6 +117,14 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument(
         "--plain", action="store_true", help="plain text output, even if rich is installed"
     )
+    demo.add_argument(
+        "--code-mode",
+        action="store_true",
+        help=(
+            "present the tools in Code Mode: the scripted model sends one run_code program "
+            "that calls them (in the WebAssembly sandbox when the codemode extra is installed)"
+        ),
+    )
     # main() reports the demo's path errors as this command's usage errors.
     demo.set_defaults(command_parser=demo)
     return parser
@@ -134,6 +142,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     # Only one command so far: "demo". Imported here so that `--help` stays instant.
     from ._demo import DemoPathError, check_paths, open_console, run_demo
+    from ._demo._script import default_code_runtime
 
     command_parser: argparse.ArgumentParser = args.command_parser
     try:
@@ -141,12 +150,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         # directories may change meanwhile) and reports a failure to create them the same way.
         check_paths(args.out, args.workspace)
         console = open_console(plain=args.plain)
+        code_runtime = None
+        if args.code_mode:
+            code_runtime, note = default_code_runtime()
+            if note is not None:
+                print(note)
         run = functools.partial(
             run_demo,
             out_dir=args.out,
             max_parallel=args.max_parallel,
             abort_after=args.abort_after,
             console=console,
+            code_mode=args.code_mode,
+            code_runtime=code_runtime,
         )
         if args.workspace is not None:
             trio.run(functools.partial(run, workspace=args.workspace))

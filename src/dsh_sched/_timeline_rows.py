@@ -16,15 +16,19 @@ from dsh_tools import (
     ABORTED,
     ABORTED_BEFORE_DISPATCH,
     TOOL_DENIED,
+    CodeDispatch,
     ExecutionMode,
     ToolResult,
     thaw_json,
 )
 
 from ._sinks import CallCommitted, CallStarted
+from ._trace_recorder import SubCallStart
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
+
+    from dsh_tools import ContentBlock, JsonValue
 
     from ._calls import ModelToolCall
     from ._trace_recorder import TraceEvent
@@ -83,7 +87,12 @@ def arguments_text(call: ModelToolCall) -> str:
     raw = call.arguments
     if isinstance(raw, str):
         return " ".join(raw.split())
-    return json.dumps(thaw_json(raw), ensure_ascii=False, separators=(", ", ": "))
+    return json_text(raw)
+
+
+def json_text(value: JsonValue) -> str:
+    """A frozen JSON value as compact JSON on one line."""
+    return json.dumps(thaw_json(value), ensure_ascii=False, separators=(", ", ": "))
 
 
 @final
@@ -103,6 +112,9 @@ class TimelineRow:
         committed: When its result was committed (``None``: no result was committed).
         status: See :func:`result_status`.
         summary: The result's first text block, on one line.
+        parent_call_id: For a Code Mode sub-call, the ``call_id`` of the ``run_code`` call
+            that made it (its row follows that call's row; ``index`` is that call's,
+            ``call_id`` the sub-call's ``<call_id>:code:<n>``); ``None`` for a batch call.
     """
 
     index: int
@@ -116,17 +128,52 @@ class TimelineRow:
     committed: float | None
     status: Status
     summary: str
+    parent_call_id: str | None = None
 
 
-def _one_line(result: ToolResult | None) -> str:
+def _one_line(content: tuple[ContentBlock, ...]) -> str:
     # The first text block with its whitespace collapsed: JSON renders on one line.
-    if result is None:
-        return ""
-    for block in result.content:
+    for block in content:
         text = getattr(block, "text", None)
         if isinstance(text, str) and text.strip():
             return " ".join(text.split())
     return ""
+
+
+def _sub_rows(
+    events: Iterable[TraceEvent], origin: float, bodies: dict[object, list[float]]
+) -> dict[str, list[TimelineRow]]:
+    """The Code Mode sub-call rows, by the ``call_id`` of their ``run_code`` call."""
+    starts: dict[str, tuple[float, SubCallStart]] = {}
+    settled: dict[str, tuple[float, CodeDispatch]] = {}
+    for event in events:
+        detail = event.detail
+        if event.kind == "sub_call" and isinstance(detail, SubCallStart):
+            starts.setdefault(detail.event.sub_call_id, (event.time - origin, detail))
+        elif event.kind == "sub_result" and isinstance(detail, CodeDispatch):
+            settled.setdefault(detail.sub_call_id, (event.time - origin, detail))
+    rows: dict[str, list[TimelineRow]] = {}
+    for sub_call_id, (at, start) in starts.items():
+        record = start.event
+        times = bodies.get(record.execution.token)
+        done = settled.get(sub_call_id)
+        rows.setdefault(record.parent_call_id, []).append(
+            TimelineRow(
+                index=-1,  # set to the parent's index below
+                call_id=sub_call_id,
+                name=record.name,
+                arguments=json_text(record.arguments),
+                mode=start.mode,
+                synthetic=False,
+                started=at,
+                body=(min(times), max(times)) if times else None,
+                committed=done[0] if done is not None else None,
+                status=result_status(done[1].result if done is not None else None),
+                summary=_one_line(done[1].content) if done is not None else "",
+                parent_call_id=record.parent_call_id,
+            )
+        )
+    return rows
 
 
 def timeline_rows(events: Iterable[TraceEvent], *, origin: float = 0.0) -> tuple[TimelineRow, ...]:
@@ -135,6 +182,8 @@ def timeline_rows(events: Iterable[TraceEvent], *, origin: float = 0.0) -> tuple
     Body spans are tied to their call through the execution token carried by its
     ``on_call`` (scheduler.md §14); spans of other executions are ignored. A call retried
     by a wrapper has several body spans: its row spans the first start to the last end.
+    The Code Mode sub-calls of a ``run_code`` call (``sub_call`` / ``sub_result`` events)
+    get rows of their own right after its row, in the order they started.
 
     Args:
         events: What a ``TraceRecorder`` recorded for one batch.
@@ -146,6 +195,7 @@ def timeline_rows(events: Iterable[TraceEvent], *, origin: float = 0.0) -> tuple
     Raises:
         ValueError: The sink events come from more than one batch.
     """
+    events = tuple(events)
     started: dict[int, tuple[float, CallStarted]] = {}
     committed: dict[int, tuple[float, CallCommitted]] = {}
     bodies: dict[object, list[float]] = {}
@@ -164,6 +214,7 @@ def timeline_rows(events: Iterable[TraceEvent], *, origin: float = 0.0) -> tuple
         raise ValueError(
             f"a timeline shows one batch; these events come from batches {sorted(batches)}"
         )
+    subs = _sub_rows(events, origin, bodies)
     rows = []
     for index in sorted(started):
         at, call = started[index]
@@ -183,7 +234,8 @@ def timeline_rows(events: Iterable[TraceEvent], *, origin: float = 0.0) -> tuple
                 body=body,
                 committed=done[0] if done is not None else None,
                 status=result_status(result),
-                summary=_one_line(result),
+                summary=_one_line(result.content) if result is not None else "",
             )
         )
+        rows.extend(attrs.evolve(row, index=index) for row in subs.get(call.call.call_id, ()))
     return tuple(rows)

@@ -284,21 +284,24 @@ def render_timeline(
         )
     out.append("</g>")
 
-    # Barriers: an exclusive call holds the whole batch from its on_call to its commit.
+    # Barriers: an exclusive call holds the whole batch from its on_call to its commit; an
+    # exclusive Code Mode sub-call holds only its own run's sub-calls (their rows).
+    groups = _sub_call_groups(rows)
     out.append('<g class="barriers">')
-    for row in rows:
+    for position, row in enumerate(rows):
         if row.mode is ExecutionMode.EXCLUSIVE:
             until = row.committed if row.committed is not None else span
             left, right = x_of(row.started), x_of(until)
+            first, last = groups.get(position, (0, len(rows) - 1))
             out.append(
                 _tag(
                     "rect",
                     {
                         "class": "barrier",
                         "x": left,
-                        "y": float(_ROWS_Y),
+                        "y": float(_ROWS_Y + first * _ROW_H),
                         "width": max(right - left, 2.0),
-                        "height": float(rows_bottom - _ROWS_Y),
+                        "height": float((last - first + 1) * _ROW_H),
                     },
                 )
             )
@@ -349,15 +352,38 @@ def render_timeline(
     return "\n".join(out) + "\n"
 
 
+def _sub_call_groups(rows: Sequence[TimelineRow]) -> dict[int, tuple[int, int]]:
+    """For the position of each sub-call row: the first and last positions of its run's rows."""
+    groups: dict[int, tuple[int, int]] = {}
+    position = 0
+    while position < len(rows):
+        parent = rows[position].parent_call_id
+        end = position
+        while end + 1 < len(rows) and parent is not None and rows[end + 1].parent_call_id == parent:
+            end += 1
+        if parent is not None:
+            for member in range(position, end + 1):
+                groups[member] = (position, end)
+        position = end + 1
+    return groups
+
+
 def _row(row: TimelineRow, top: float, x_of: Callable[[float], float]) -> list[str]:
     mid = top + _ROW_H / 2
     mode = "synthetic" if row.synthetic else (row.mode.value if row.mode is not None else "none")
     status = STATUS_TEXT[row.status]
     tooltip = [f"#{row.index} {row.call_id} {row.name} {row.arguments}"]
+    label = f"#{row.index:<2} {row.name} {row.arguments}"
+    attributes: dict[str, object] = {}
+    if row.parent_call_id is not None:
+        # A Code Mode sub-call, drawn under its run_code row.
+        label = f"   \u21b3 {row.name} {row.arguments}"
+        attributes["data-parent-call-id"] = row.parent_call_id
     if row.synthetic:
         tooltip.append(f"synthetic pair at {_seconds(row.started)}: {status}")
     else:
-        tooltip.append(f"on_call at {_seconds(row.started)} ({mode})")
+        start = "on_call" if row.parent_call_id is None else "started"
+        tooltip.append(f"{start} at {_seconds(row.started)} ({mode})")
         if row.body is not None:
             tooltip.append(f"body {_seconds(row.body[0])} to {_seconds(row.body[1])}")
         else:
@@ -375,10 +401,11 @@ def _row(row: TimelineRow, top: float, x_of: Callable[[float], float]) -> list[s
                 "data-call-id": row.call_id,
                 "data-mode": mode,
                 "data-status": row.status,
+                **attributes,
             },
         ),
         _tag("title", {}, escape("\n".join(tooltip))),
-        _text(_LABEL_X, mid + 4, _clip(f"#{row.index:<2} {row.name} {row.arguments}", 46)),
+        _text(_LABEL_X, mid + 4, _clip(label, 46)),
     ]
     if row.synthetic:
         # A synthetic pair has no span: on_call and on_result at the same moment.

@@ -18,7 +18,7 @@ from dsh_tools import (
 )
 
 from ._sinks import CallCommitted, CallStarted, ContextAccepted
-from ._trace_recorder import SINK_KINDS
+from ._trace_recorder import SINK_KINDS, SUB_CALL_KINDS
 
 if TYPE_CHECKING:
     from collections.abc import Collection, Sequence
@@ -101,7 +101,7 @@ class _Checker:
         # (nested batches, direct execute() calls inside bodies) are not this batch's.
         open_spans: dict[tuple[str, ExecutionToken], list[int]] = {}
         for pos, e in enumerate(self.events):
-            if e.token is None or e.kind in SINK_KINDS:
+            if e.token is None or e.kind in SINK_KINDS or e.kind in SUB_CALL_KINDS:
                 continue
             index = self.token_index.get(e.token)
             if index is None:

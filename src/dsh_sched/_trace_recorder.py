@@ -12,7 +12,11 @@ import attrs
 import trio
 
 from dsh_tools import (
+    CodeDispatch,
+    CodeDispatchStart,
+    ExecutionMode,
     ExecutionToken,
+    ToolCall,
     ToolDefinition,
     ToolResult,
 )
@@ -31,7 +35,15 @@ if TYPE_CHECKING:
 
     from ._sinks import CallCommitted, CallStarted, ContextAccepted, Sink
 
-__all__ = ["SINK_KINDS", "TraceEvent", "TraceKind", "TraceRecorder"]
+__all__ = [
+    "SINK_KINDS",
+    "SUB_CALL_KINDS",
+    "SubCallStart",
+    "TraceEvent",
+    "TraceKind",
+    "TraceRecorder",
+    "sub_call_mode",
+]
 
 TraceKind: TypeAlias = Literal[
     "call",
@@ -44,9 +56,30 @@ TraceKind: TypeAlias = Literal[
     "body_start",
     "body_end",
     "observed",
+    "sub_call",
+    "sub_result",
 ]
 
 SINK_KINDS = frozenset({"call", "result", "context"})
+
+#: The kinds that record Code Mode sub-calls (``tools/code-dispatch-start`` and
+#: ``tools/code-dispatch``); they carry the sub-call's token, never a batch index.
+SUB_CALL_KINDS = frozenset({"sub_call", "sub_result"})
+
+
+@final
+@attrs.frozen(kw_only=True)
+class SubCallStart:
+    """The detail of a ``sub_call`` trace event: a Code Mode sub-call started.
+
+    Attributes:
+        event: The ``tools/code-dispatch-start`` record.
+        mode: How the sub-call classifies (``runtime.execution_mode`` of its call, asked
+            when the start was observed, with no checkpoint since the lane's own decision).
+    """
+
+    event: CodeDispatchStart
+    mode: ExecutionMode
 
 
 @final
@@ -57,15 +90,18 @@ class TraceEvent:
     Attributes:
         kind: ``call``, ``result``, ``context`` (sink events); ``pre_start``/``pre_end``,
             ``post_start``/``post_end`` (hook spans), ``body_start``/``body_end`` (body
-            spans), ``observed`` (a result observer notification).
+            spans), ``observed`` (a result observer notification), ``sub_call`` /
+            ``sub_result`` (a Code Mode sub-call started / settled).
         batch: The batch number for sink events; ``None`` for hook and body events.
         index: The call's position for sink events; ``None`` for hook and body events.
         token: The execution token (``None`` for synthetic calls); ties hook and body
             events to the ``call`` event that carries the same token.
         time: ``trio.current_time()`` when it was recorded.
         detail: The sink event (``CallStarted``/``CallCommitted``/``ContextAccepted``),
-            the observed ``ToolResult``, or for ``body_end`` how the body ended
-            (``"returned"``, ``"raised"``, ``"cancelled"``); ``None`` otherwise.
+            the observed ``ToolResult``, for ``body_end`` how the body ended
+            (``"returned"``, ``"raised"``, ``"cancelled"``), a :class:`SubCallStart` for
+            ``sub_call`` and the ``CodeDispatch`` record for ``sub_result``; ``None``
+            otherwise.
     """
 
     kind: TraceKind
@@ -76,12 +112,31 @@ class TraceEvent:
     detail: object = None
 
 
+def sub_call_mode(runtime: ToolRuntime, event: CodeDispatchStart) -> ExecutionMode:
+    """How a Code Mode sub-call classifies, asked from its start event.
+
+    The lane classifies a sub-call and starts it with no checkpoint in between, and the
+    start event follows with none either, so this is the mode it started under (for
+    classifiers that depend only on the call).
+    """
+    execution = event.execution
+    call = ToolCall(
+        call_id=event.sub_call_id,
+        name=event.name,
+        arguments=event.arguments,
+        scope=execution.scope,
+        parent=execution.parent,
+    )
+    return runtime.execution_mode(call)
+
+
 @final
 class TraceRecorder:
     """Records a batch's sink events, hook spans, body spans and result notifications.
 
-    Installs, on ``runtime``, one global pre-execute hook, one post-execute hook and one
-    result observer; register it before other hooks so that its spans are outermost. Use
+    Installs, on ``runtime``, one global pre-execute hook, one post-execute hook, one
+    result observer and the two Code Mode sub-call observers; register it before other hooks
+    so that its spans are outermost. Use
     it as the batch's sink: it records every event, then forwards it to ``sink``. Tool
     bodies are recorded only for definitions passed through :meth:`instrument`.
 
@@ -119,7 +174,10 @@ class TraceRecorder:
             runtime.on_pre_execute(self._pre),
             runtime.on_post_execute(self._post),
             runtime.on_result(self._observed),
+            runtime.on_code_dispatch_start(self._sub_call),
+            runtime.on_code_dispatch(self._sub_result),
         ]
+        self._runtime = runtime
 
     def close(self) -> None:
         """Remove the recorder's hooks from the runtime (idempotent)."""
@@ -164,6 +222,13 @@ class TraceRecorder:
 
     def _observed(self, execution: ToolExecution, result: ToolResult) -> None:
         self._record("observed", execution.token, result)
+
+    def _sub_call(self, event: CodeDispatchStart) -> None:
+        mode = sub_call_mode(self._runtime, event)
+        self._record("sub_call", event.execution.token, SubCallStart(event=event, mode=mode))
+
+    def _sub_result(self, event: CodeDispatch) -> None:
+        self._record("sub_result", event.execution.token, event)
 
     def instrument(self, defn: ToolDefinition) -> ToolDefinition:
         """Return a copy of ``defn`` whose body records ``body_start`` and ``body_end``.

@@ -16,18 +16,19 @@ from typing import TYPE_CHECKING, Literal, Protocol, TextIO, TypeAlias, final
 import attrs
 import trio
 
-from dsh_tools import ExecutionMode, ToolResult
+from dsh_tools import ExecutionMode, FrozenDict, ToolResult
 
 from .._calls import ModelToolCall
-from .._timeline_rows import STATUS_TEXT, Status, arguments_text, result_status
+from .._timeline_rows import STATUS_TEXT, Status, arguments_text, json_text, result_status
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
-    from dsh_tools import ExecutionToken
+    from dsh_tools import CodeDispatch, CodeDispatchStart, ExecutionToken
 
     from .._outcome import BatchStatistics
     from .._sinks import CallCommitted, CallStarted, ContextAccepted
+    from .._timeline_rows import TimelineRow
     from ._run import DemoReport
 
 __all__ = [
@@ -36,6 +37,7 @@ __all__ = [
     "DemoConsole",
     "DemoSettings",
     "PlainConsole",
+    "model_texts",
     "open_console",
     "result_lines",
     "summary_line",
@@ -54,15 +56,32 @@ class DemoSettings:
     abort_after: float | None
     workspace: Path
     out_dir: Path
+    code_mode: bool = False
+
+    @property
+    def headline(self) -> str:
+        """What the scripted model sent and the batch's settings, on one line."""
+        abort = "" if self.abort_after is None else f", abort after {self.abort_after:g} s"
+        what = (
+            "one run_code program (Code Mode) from the scripted model"
+            if self.code_mode
+            else f"{len(self.calls)} tool calls from one scripted model message"
+        )
+        return f"{what}, max_parallel={self.max_parallel}{abort}"
 
 
 @final
 @attrs.define(kw_only=True)
 class CallView:
-    """What the display knows about one call; times are seconds since the batch started."""
+    """What the display knows about one call; times are seconds since the batch started.
+
+    A Code Mode sub-call has a view too: its ``index`` is its ``run_code`` call's, its
+    ``call`` carries the sub-call's id, name and arguments, and ``sub_call`` is true.
+    """
 
     index: int
     call: ModelToolCall
+    sub_call: bool = False
     stage: Stage = "queued"
     mode: ExecutionMode | None = None
     synthetic: bool = False
@@ -83,6 +102,41 @@ class Board:
     def __init__(self, calls: Sequence[ModelToolCall]) -> None:
         self.views = [CallView(index=i, call=call) for i, call in enumerate(calls)]
         self._tokens: dict[ExecutionToken, CallView] = {}
+        self._subs: dict[str, CallView] = {}
+        self._by_call_id = {call.call_id: i for i, call in enumerate(calls)}
+
+    def sub_call(self, event: CodeDispatchStart, mode: ExecutionMode) -> CallView:
+        """Record the start of a Code Mode sub-call (``tools/code-dispatch-start``)."""
+        arguments = event.arguments
+        call = ModelToolCall(
+            call_id=event.sub_call_id,
+            name=event.name,
+            arguments=arguments if isinstance(arguments, FrozenDict) else json_text(arguments),
+        )
+        view = CallView(
+            index=self._by_call_id.get(event.parent_call_id, -1),
+            call=call,
+            sub_call=True,
+            stage="preparing",
+            mode=mode,
+        )
+        self._subs[event.sub_call_id] = view
+        self._tokens[event.execution.token] = view
+        return view
+
+    def sub_result(self, event: CodeDispatch) -> CallView:
+        """Record that a Code Mode sub-call settled (``tools/code-dispatch``)."""
+        view = self._subs[event.sub_call_id]
+        view.stage = "committed"
+        view.result = event.result
+        return view
+
+    def ordered(self) -> list[CallView]:
+        """Every view to show: each call, followed by its sub-calls in the order they started."""
+        subs: dict[int, list[CallView]] = {}
+        for view in self._subs.values():
+            subs.setdefault(view.index, []).append(view)
+        return [item for view in self.views for item in (view, *subs.get(view.index, ()))]
 
     def call(self, event: CallStarted) -> CallView:
         """Record an ``on_call``."""
@@ -152,6 +206,12 @@ class DemoConsole(Protocol):
     def body_ended(self, token: ExecutionToken) -> None:
         """A tool body ended."""
 
+    def sub_call_started(self, event: CodeDispatchStart, mode: ExecutionMode) -> None:
+        """A Code Mode sub-call started under ``mode`` (``tools/code-dispatch-start``)."""
+
+    def sub_call_settled(self, event: CodeDispatch) -> None:
+        """A Code Mode sub-call settled (``tools/code-dispatch``)."""
+
     def watch(self, statistics: Callable[[], BatchStatistics]) -> None:
         """The running batch's ``Batch.statistics``, for a display that shows its counters."""
 
@@ -165,9 +225,14 @@ class DemoConsole(Protocol):
         """Show the committed results in model order, a summary and the output paths."""
 
 
+def batch_rows(report: DemoReport) -> list[TimelineRow]:
+    """The report's rows of the batch's own calls (Code Mode sub-call rows left out)."""
+    return [row for row in report.rows if row.parent_call_id is None]
+
+
 def _count_text(report: DemoReport) -> str:
     counts: dict[str, int] = {}
-    for row in report.rows:
+    for row in batch_rows(report):
         key = "synthetic" if row.synthetic else STATUS_TEXT[row.status]
         counts[key] = counts.get(key, 0) + 1
     return ", ".join(f"{n} {key}" for key, n in counts.items())
@@ -182,11 +247,16 @@ def summary_line(report: DemoReport) -> str:
     Returns:
         For example ``13 calls in 2.45 s (bodies ran 4.4 s in total, max_parallel=10): ...``.
     """
-    busy = sum(row.body[1] - row.body[0] for row in report.rows if row.body is not None)
+    rows = batch_rows(report)
+    busy = sum(row.body[1] - row.body[0] for row in rows if row.body is not None)
     text = (
-        f"{len(report.rows)} calls in {report.elapsed:.2f} s (bodies ran {busy:.2f} s in total, "
+        f"{len(rows)} call{'' if len(rows) == 1 else 's'} in {report.elapsed:.2f} s "
+        f"(bodies ran {busy:.2f} s in total, "
         f"max_parallel={report.max_parallel}): {_count_text(report)}"
     )
+    subs = len(report.rows) - len(rows)
+    if subs:
+        text += f"; {subs} Code Mode sub-call{'' if subs == 1 else 's'}"
     if report.abort_at is not None:
         text += f"; the batch Abort fired at {report.abort_at:.2f} s"
     contexts = len(report.outcome.additional_contexts)
@@ -206,7 +276,19 @@ def result_lines(report: DemoReport) -> list[tuple[str, str, str, str, str]]:
             ("synthetic: " if committed.synthetic else "") + STATUS_TEXT[row.status],
             row.summary,
         )
-        for committed, row in zip(report.outcome.results, report.rows, strict=True)
+        for committed, row in zip(report.outcome.results, batch_rows(report), strict=True)
+    ]
+
+
+def model_texts(report: DemoReport) -> list[tuple[str, str]]:
+    """``(call id, text)`` of each ``run_code`` result: the durable content the model reads."""
+    return [
+        (
+            committed.call.call_id,
+            "\n".join(getattr(block, "text", "[image]") for block in committed.result.content),
+        )
+        for committed in report.outcome.results
+        if committed.call.name == "run_code"
     ]
 
 
@@ -238,15 +320,15 @@ class PlainConsole:
         now = trio.current_time() - self._origin
         self._write(f"{now:7.3f}s  #{index:<2} {name:<11} {text}")
 
+    def _view_event(self, view: CallView, text: str) -> None:
+        name = f"\u21b3 {view.call.name}" if view.sub_call else view.call.name
+        self._event(view.index, name, text)
+
     def start(self, settings: DemoSettings, origin: float) -> None:
         """Print the header."""
         self._origin = origin
         self._board = Board(settings.calls)
-        abort = "" if settings.abort_after is None else f", abort after {settings.abort_after:g} s"
-        self._write(
-            f"dsh_sched demo: {len(settings.calls)} tool calls from one scripted model "
-            f"message, max_parallel={settings.max_parallel}{abort}"
-        )
+        self._write(f"dsh_sched demo: {settings.headline}")
         self._write(f"workspace: {settings.workspace}")
         self._write("")
 
@@ -277,14 +359,30 @@ class PlainConsole:
     def body_started(self, token: ExecutionToken) -> None:
         """Print ``body running``."""
         view = self._board.body(token, trio.current_time() - self._origin, started=True)
-        self._event(view.index, view.call.name, "body running")
+        self._view_event(view, "body running")
 
     def body_ended(self, token: ExecutionToken) -> None:
         """Print ``body done``, and which earlier call its result waits for."""
         view = self._board.body(token, trio.current_time() - self._origin, started=False)
         head = self._board.head()
-        waits = f", result waits for #{head}" if head is not None and head < view.index else ""
-        self._event(view.index, view.call.name, "body done" + waits)
+        late = not view.sub_call and head is not None and head < view.index
+        waits = f", result waits for #{head}" if late else ""
+        self._view_event(view, "body done" + waits)
+
+    def sub_call_started(self, event: CodeDispatchStart, mode: ExecutionMode) -> None:
+        """Print ``started`` for a Code Mode sub-call, under its ``run_code`` call."""
+        view = self._board.sub_call(event, mode)
+        text = f"{event.sub_call_id} started  {mode.value:<9} {arguments_text(view.call)}"
+        self._view_event(view, _clip(text, 80))
+
+    def sub_call_settled(self, event: CodeDispatch) -> None:
+        """Print ``committed`` for a Code Mode sub-call, with its status."""
+        view = self._board.sub_result(event)
+        text = f"{event.sub_call_id} committed: {STATUS_TEXT[view.status]}"
+        error = event.result.error
+        if error is not None:
+            text += f" ({error.message})"
+        self._view_event(view, _clip(text, 90))
 
     def watch(self, statistics: Callable[[], BatchStatistics]) -> None:
         """Plain text prints events as they come; it keeps no counters."""
@@ -304,6 +402,11 @@ class PlainConsole:
         for index, call_id, name, status, content in lines:
             line = f"  #{index:<2} {call_id:<8} {name:<11} {status:<{width}}  {content}"
             self._write(_clip(line.rstrip(), 118))
+        for call_id, text in model_texts(report):
+            self._write("")
+            self._write(f"What the model receives for {call_id} (run_code's content):")
+            for line in text.splitlines():
+                self._write("  " + line)
         self._write("")
         self._write(summary_line(report))
         self._write(f"session log: {report.session_log}")

@@ -22,14 +22,14 @@ from rich.text import Text  # type: ignore[import-not-found, unused-ignore]
 from dsh_tools import ExecutionMode
 
 from .._timeline_rows import STATUS_TEXT, arguments_text
-from ._console import Board, CallView, DemoSettings, result_lines, summary_line
+from ._console import Board, CallView, DemoSettings, model_texts, result_lines, summary_line
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
     from rich.console import RenderableType  # type: ignore[import-not-found, unused-ignore]
 
-    from dsh_tools import ExecutionToken
+    from dsh_tools import CodeDispatch, CodeDispatchStart, ExecutionToken
 
     from .._outcome import BatchStatistics
     from .._sinks import CallCommitted, CallStarted, ContextAccepted
@@ -94,7 +94,8 @@ class RichConsole:
             label = "running alone" if alone else "running"
             return Spinner("dots", Text(label, style="dark_orange" if alone else "blue"))
         if view.stage == "finished":
-            waits = f", waits for #{head}" if head is not None and head < view.index else ""
+            late = not view.sub_call and head is not None and head < view.index
+            waits = f", waits for #{head}" if late else ""
             return Text("done" + waits, style="yellow")
         mark, style = _STATUS_STYLE[view.status]
         text = STATUS_TEXT[view.status]
@@ -125,11 +126,11 @@ class RichConsole:
         table.add_column("mode", no_wrap=True)
         table.add_column("state", no_wrap=True, overflow="ellipsis", max_width=spare * 3 // 5)
         table.add_column("body", justify="right", no_wrap=True)
-        for view in self._board.views:
+        for view in self._board.ordered():
             mode = view.mode.value if view.mode is not None else ""
             table.add_row(
-                str(view.index),
-                Text(view.call.name),
+                "" if view.sub_call else str(view.index),
+                Text(f"\u21b3 {view.call.name}" if view.sub_call else view.call.name),
                 Text(arguments_text(view.call), style="dim"),
                 Text(mode, style="dark_orange" if view.mode is ExecutionMode.EXCLUSIVE else ""),
                 self._state(view, head),
@@ -161,10 +162,8 @@ class RichConsole:
         self._settings = settings
         self._origin = origin
         self._board = Board(settings.calls)
-        abort = "" if settings.abort_after is None else f", abort after {settings.abort_after:g} s"
         self.console.print(
-            f"{len(settings.calls)} tool calls from one scripted model message, "
-            f"max_parallel={settings.max_parallel}{abort}",
+            settings.headline,
             markup=False,
             highlight=False,
         )
@@ -201,6 +200,16 @@ class RichConsole:
     def body_ended(self, token: ExecutionToken) -> None:
         """Update the call's row."""
         self._board.body(token, self._now(), started=False)
+        self._update()
+
+    def sub_call_started(self, event: CodeDispatchStart, mode: ExecutionMode) -> None:
+        """Add a row for the Code Mode sub-call, under its ``run_code`` call."""
+        self._board.sub_call(event, mode)
+        self._update()
+
+    def sub_call_settled(self, event: CodeDispatch) -> None:
+        """Update the sub-call's row."""
+        self._board.sub_result(event)
         self._update()
 
     def watch(self, statistics: Callable[[], BatchStatistics]) -> None:
@@ -244,6 +253,11 @@ class RichConsole:
                 style = "bright_black"
             table.add_row(index, call_id, name, Text(status, style=style), Text(content))
         self.console.print(table)
+        for call_id, text in model_texts(report):
+            self.console.print(
+                f"What the model receives for {call_id} (run_code's content):", style="bold"
+            )
+            self.console.print(Text(text), soft_wrap=True)
         self.console.print(summary_line(report), markup=False, highlight=False)
         # soft_wrap: the paths are printed whole, never folded, so they can be copied.
         self.console.print(

@@ -15,18 +15,28 @@ from typing import TYPE_CHECKING, final
 import attrs
 import trio
 
-from dsh_tools import Abort, ToolRuntime
+from dsh_tools import Abort, PresentationMode, ToolRuntime
 
 from .._batch import DEFAULT_MAX_PARALLEL, open_batch
 from .._outcome import BatchOutcome
 from .._session_log import JsonlSessionLog
+from .._trace_recorder import sub_call_mode
 from ..testing import TimelineRow, TraceEvent, TraceRecorder, render_timeline, timeline_rows
 from ._console import DemoConsole, DemoSettings, open_console
 from ._paths import SESSION_LOG_NAME, TIMELINE_NAME, check_paths, reported_as
-from ._script import demo_calls, demo_tools, protect_secrets, seed_workspace
+from ._script import (
+    default_code_runtime,
+    demo_calls,
+    demo_code_calls,
+    demo_tools,
+    protect_secrets,
+    seed_workspace,
+)
 
 if TYPE_CHECKING:
     import os
+
+    from dsh_tools.code import CodeRuntime
 
     from .._calls import ModelToolCall
     from .._sinks import CallCommitted, CallStarted, ContextAccepted, Sink
@@ -175,6 +185,8 @@ async def run_demo(
     max_parallel: int = DEFAULT_MAX_PARALLEL,
     abort_after: float | None = None,
     console: DemoConsole | None = None,
+    code_mode: bool = False,
+    code_runtime: CodeRuntime | None = None,
 ) -> DemoReport:
     """Run the scripted batch over the example tools, with live progress.
 
@@ -196,6 +208,11 @@ async def run_demo(
         max_parallel: The batch's ``max_parallel``.
         abort_after: Seconds after which the batch ``Abort`` fires, or ``None``.
         console: Where progress goes (default: :func:`open_console` on standard output).
+        code_mode: Present the tools in Code Mode: the scripted model sends one
+            ``run_code`` call (:func:`demo_code_calls`) whose program calls the tools; the
+            console and the timeline show its sub-calls under it.
+        code_runtime: The code runtime for ``code_mode`` (default:
+            :func:`default_code_runtime`'s choice).
 
     Returns:
         The :class:`DemoReport`.
@@ -213,19 +230,36 @@ async def run_demo(
     log_path = out / SESSION_LOG_NAME
     timeline_path = out / TIMELINE_NAME
 
-    calls = demo_calls()
+    calls = demo_code_calls() if code_mode else demo_calls()
     settings = DemoSettings(
         calls=calls,
         max_parallel=max_parallel,
         abort_after=abort_after,
         workspace=root,
         out_dir=out,
+        code_mode=code_mode,
     )
-    runtime = ToolRuntime()
+    if code_mode and code_runtime is None:
+        code_runtime = default_code_runtime()[0]
+    prepare = getattr(code_runtime, "prepare", None)
+    if code_mode and prepare is not None:
+        # WasiCodeRuntime loads (and, the first time, compiles) its sandbox here, so that
+        # the timeline shows the program's run, not the one-time set-up.
+        await prepare()
+    runtime = ToolRuntime(
+        mode=PresentationMode.CODE if code_mode else PresentationMode.NATIVE,
+        code_runtime=code_runtime,
+    )
     abort = Abort()
     with JsonlSessionLog(log_path) as log:
         # The recorder first, so that its hook spans are outermost (scheduler.md §14).
         recorder = TraceRecorder(runtime, sink=_Tee(log, console))
+        if code_mode:
+            shown = console
+            runtime.on_code_dispatch_start(
+                lambda event: shown.sub_call_started(event, sub_call_mode(runtime, event))
+            )
+            runtime.on_code_dispatch(shown.sub_call_settled)
         for definition in demo_tools(root, console):
             runtime.register(recorder.instrument(definition))
         runtime.guard(protect_secrets)
@@ -252,9 +286,13 @@ async def run_demo(
 
     events = tuple(recorder.events)
     rows = timeline_rows(events, origin=origin)
+    subs = len(rows) - len(calls)
+    title = f"dsh_sched demo: {len(calls)} tool calls, max_parallel={max_parallel}"
+    if code_mode:
+        title = f"dsh_sched demo, Code Mode: one run_code call and its {subs} sub-calls"
     svg = render_timeline(
         rows,
-        title=f"dsh_sched demo: {len(calls)} tool calls, max_parallel={max_parallel}",
+        title=title,
         subtitle=(
             "parallel-safe calls share a rolling pool; exclusive calls run alone; "
             "results commit in model order"

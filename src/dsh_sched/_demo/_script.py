@@ -34,12 +34,16 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from dsh_tools import ExecutionToken, JsonValue, ToolExecution
+    from dsh_tools.code import CodeRuntime
 
 __all__ = [
+    "CODE_PROGRAM",
     "LATENCY",
     "PAGES",
     "BodyWatcher",
+    "default_code_runtime",
     "demo_calls",
+    "demo_code_calls",
     "demo_tools",
     "protect_secrets",
     "seed_workspace",
@@ -209,3 +213,64 @@ def demo_calls() -> tuple[ModelToolCall, ...]:
         ModelToolCall(call_id=f"call_{index:02d}", name=name, arguments=arguments)
         for index, (name, arguments) in enumerate(script)
     )
+
+
+#: The scripted "model"'s one Code Mode program (``python -m dsh_sched demo --code-mode``).
+CODE_PROGRAM = """\
+import asyncio
+import json
+
+# Independent reads at the same time: they are parallel-safe, so their bodies overlap.
+notes, config, changelog = await asyncio.gather(
+    tools.read_file(path="notes.md"),
+    tools.read_file(path="data/config.json"),
+    tools.fetch_url(url="https://example.org/changelog"),
+)
+print(f"notes.md has {len(notes.splitlines())} lines; the changelog says: {changelog}")
+
+# A failing call raises ToolCallError inside the program, which goes on.
+try:
+    await tools.read_file(path="missing.txt")
+except ToolCallError as error:
+    print(f"{error.tool_name} failed: {error}")
+
+# A write is exclusive: it runs alone, after every earlier call has committed.
+receipt = await tools.write_file(path="summary.md", content="# Summary\\n\\n" + changelog + "\\n")
+files = await tools.list_dir(path=".")
+return {"written": receipt, "files": files, "max_parallel": json.loads(config)["max_parallel"]}
+"""
+
+
+def demo_code_calls() -> tuple[ModelToolCall, ...]:
+    """The scripted "model" message in Code Mode: one ``run_code`` call.
+
+    Its program (:data:`CODE_PROGRAM`) gathers three parallel-safe reads, catches a failing
+    read as ``ToolCallError``, makes an exclusive write, lists the workspace and returns a
+    JSON value.
+
+    Returns:
+        One call, id ``call_00``.
+    """
+    arguments = {"code": CODE_PROGRAM, "description": "Read the notes, fetch, write a summary"}
+    return (ModelToolCall(call_id="call_00", name="run_code", arguments=json.dumps(arguments)),)
+
+
+def default_code_runtime() -> tuple[CodeRuntime, str | None]:
+    """The code runtime the Code Mode demo uses, and a note for the user (or ``None``).
+
+    ``WasiCodeRuntime`` (the WebAssembly sandbox) when the ``codemode`` extra is installed;
+    otherwise ``TrustedCodeRuntime``, which runs the program in this process without
+    isolation (fine for the demo's own program), with a note that says so.
+    """
+    from dsh_tools.code import TrustedCodeRuntime
+
+    try:
+        from dsh_tools.code import WasiCodeRuntime
+
+        return WasiCodeRuntime(), None
+    except ImportError as exc:
+        note = (
+            f"note: {exc}; running the demo's program with TrustedCodeRuntime instead "
+            "(in this process, no sandbox)"
+        )
+        return TrustedCodeRuntime(), note
