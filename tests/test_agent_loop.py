@@ -34,7 +34,10 @@ ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "agent_loop.py"
 PROVIDERS = ["openai_chat", "openai_responses", "anthropic_messages"]
 # The wait is cut by the turn timeout; the result names it (runtime.md §8.1).
-TIMEOUT_TEXT = "Error: tool call aborted: batch timeout after 0.5 s"
+#: Long enough for the second turn's calls to start on a loaded machine (the wait tool
+#: sleeps 30 s, so the timeout always cuts it short).
+TURN_TIMEOUT = 3.0
+TIMEOUT_TEXT = f"Error: tool call aborted: batch timeout after {TURN_TIMEOUT:g} s"
 
 
 def _load_example() -> ModuleType:
@@ -82,7 +85,11 @@ def _run(
 
         async def main() -> list[Any]:
             history: list[Any] = await example.run_agent(
-                model, example.build_runtime(), "Add 2 and 3.", turn_timeout=0.5, show=lines.append
+                model,
+                example.build_runtime(),
+                "Add 2 and 3.",
+                turn_timeout=TURN_TIMEOUT,
+                show=lines.append,
             )
             return history
 
@@ -142,7 +149,7 @@ def test_three_turns_end_to_end_with_the_real_sdk(
     assert lines[2].startswith("  add: Error: invalid arguments: ")
     assert lines[5:] == [
         "calling note, wait",
-        "batch aborted: batch timeout after 0.5 s",
+        f"batch aborted: batch timeout after {TURN_TIMEOUT:g} s",
         "  note: noted",
         f"  wait: {TIMEOUT_TEXT}",
         "calling finish",
