@@ -100,6 +100,9 @@ class _Run:
             message = parse_guest_line(line)
             self.wire.accept(message)
         except ProtocolError:
+            if self.wire.done:
+                # Only a done with nothing after it counts: lines after it void it.
+                self.decided = None
             self.fail("internal", "the sandbox broke the protocol")
             return
         if isinstance(message, Log):
@@ -228,7 +231,9 @@ def _start_guest(
             return None
         except wasmtime.Trap as trap:
             code = trap.trap_code
-            return code.name if code is not None else "UNKNOWN"
+            # Traps raised by wasm code carry a code; a code-less one can only come from a
+            # host function, and this host's only one (poll_oneoff) cannot fail.
+            return code.name if code is not None else "UNKNOWN"  # pragma: no branch
         return None
     finally:
         for fd in fds:
