@@ -121,7 +121,10 @@ class WasiCodeRuntime:
         dispatch: Dispatch,
         limits: CodeRunLimits,
     ) -> CodeRunOutcome:
-        """Run ``code`` in a fresh sandbox (the ``CodeRuntime`` contract, code-mode §7.1).
+        """Run ``code`` in a fresh sandbox, as the ``CodeRuntime`` protocol describes.
+
+        Returns once the program has ended and its sandbox is gone; if the task is
+        cancelled, the program is stopped first, then ``Cancelled`` propagates.
 
         Raises:
             CodeRunFailedError: the program failed or hit a limit, or the module could not
