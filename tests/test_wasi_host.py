@@ -494,3 +494,18 @@ async def test_l101_a_second_run_goes_on_while_one_is_cancelled(wasi: WasiCodeRu
             await run(wasi, STUCK["busy"])
     assert scope.cancelled_caught
     assert results == [CodeRunOutcome(result="ok")]
+
+
+async def test_system_exit_escaping_a_task_is_an_exception(wasi: WasiCodeRuntime) -> None:
+    """asyncio lets SystemExit out of a task and out of the loop; the program still ends
+    with kind exception, not a dead sandbox."""
+    code = (
+        "import asyncio, sys\n"
+        "async def leave():\n"
+        "    sys.exit(3)\n"
+        "asyncio.create_task(leave())\n"
+        "await asyncio.sleep(1)"
+    )
+    error = await fail(wasi, code)
+    assert error.kind is CodeRunFailureKind.EXCEPTION
+    assert error.detail == "SystemExit: 3 (line 3)"

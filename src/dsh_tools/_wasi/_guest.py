@@ -408,6 +408,10 @@ def _run(channel, start, program):
         task = _Task(loop, coroutine)
     try:
         loop.run_until_complete(task)
-    except RuntimeError as exc:  # waiting with nothing pending: the program cannot go on
+    except _Stop:
+        raise
+    except BaseException as exc:
+        # Waiting with nothing pending (RuntimeError), or what escapes a task of the
+        # program the way asyncio lets it escape (SystemExit, KeyboardInterrupt).
         return program["end_for_exception"](exc, capture).done_message()
     return task.result().done_message()
