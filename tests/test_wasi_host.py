@@ -509,3 +509,22 @@ async def test_system_exit_escaping_a_task_is_an_exception(wasi: WasiCodeRuntime
     error = await fail(wasi, code)
     assert error.kind is CodeRunFailureKind.EXCEPTION
     assert error.detail == "SystemExit: 3 (line 3)"
+
+
+async def test_a_run_does_not_hold_a_token_of_trios_default_thread_limiter(
+    wasi: WasiCodeRuntime,
+) -> None:
+    """A program holds its worker thread for its whole run: with every token of trio's
+    default limiter taken, runs still start (and so do trio's own worker threads once
+    the tokens come back)."""
+    await wasi.prepare()
+    limiter = trio.to_thread.current_default_thread_limiter()
+    holders = [object() for _ in range(int(limiter.total_tokens))]
+    for holder in holders:
+        limiter.acquire_on_behalf_of_nowait(holder)
+    try:
+        with trio.fail_after(60):
+            assert (await run(wasi, "return 5")).result == 5
+    finally:
+        for holder in holders:
+            limiter.release_on_behalf_of(holder)

@@ -299,7 +299,15 @@ async def run_guest(
                     trap = None
                     try:
                         trap = await trio.to_thread.run_sync(
-                            _start_guest, run, module, argv, fds, abandon_on_cancel=False
+                            _start_guest,
+                            run,
+                            module,
+                            argv,
+                            fds,
+                            abandon_on_cancel=False,
+                            # Its own limiter: a program holds its thread for its whole run,
+                            # and must not use up the tokens trio's other callers share.
+                            limiter=trio.CapacityLimiter(1),
                         )
                     except Exception as exc:  # the sandbox could not be set up
                         run.fail("internal", normalize_message(exc))
