@@ -8,8 +8,13 @@ from __future__ import annotations
 
 import os
 import signal
+from typing import TYPE_CHECKING
 
+import pytest
 from hypothesis import HealthCheck, settings
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 # A CI runner may start the suite as a background job, with SIGINT ignored; Python then keeps
 # it ignored, and so do the processes the tests start. The tests that deliver a real Ctrl-C
@@ -44,3 +49,14 @@ settings.register_profile(
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
 )
+
+
+@pytest.fixture(scope="session")
+def wasi_cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One compiled-module cache folder for the whole test session (pass it as
+    ``WasiCodeRuntime(cache_dir=...)``).
+
+    Compiling the CPython WASI module costs about 20 s of CPU; with one shared folder the
+    suite compiles it once per run, and every later runtime loads the cached file.
+    """
+    return tmp_path_factory.mktemp("wasi-cache")

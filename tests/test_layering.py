@@ -33,6 +33,9 @@ ASYNCIO_ALLOWED: frozenset[str] = frozenset(
         "dsh_sched._aio_calls",
         # Code Mode's in-process runtime: the program runs on a private asyncio loop.
         "dsh_tools._code_trusted",
+        # The WASI guest: package data run by the sandbox's own interpreter, not by the
+        # host; it imports asyncio only for programs that do.
+        "dsh_tools._wasi._guest",
     }
 )
 
