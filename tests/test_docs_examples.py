@@ -76,12 +76,18 @@ def test_the_pages_have_python_blocks() -> None:
         assert FENCE.search((DOCS / page).read_text(encoding="utf-8")), page
 
 
+#: Pages that run programs in the WebAssembly sandbox: they load the session's compiled module.
+SANDBOX_PAGES = {"howto/code-mode.md"}
+
+
 @pytest.mark.parametrize("page", PAGES)
 def test_every_python_block_runs(
-    page: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    page: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
 ) -> None:
     """Each ```python block of the page runs, in order; none is left out of the count."""
     monkeypatch.chdir(tmp_path)
+    if page in SANDBOX_PAGES:
+        monkeypatch.setenv("DSH_TRIO_CACHE_DIR", str(request.getfixturevalue("wasi_cache_dir")))
     parser = Sybil(parsers=[PythonCodeBlockParser()], path=str(DOCS))
     document = parser.parse(DOCS / page)
     examples = list(document)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -30,7 +31,13 @@ from dsh_sched._demo import PlainConsole, run_demo
 from dsh_sched._demo._script import CODE_PROGRAM, default_code_runtime, demo_code_calls
 from dsh_sched.testing import TimelineRow, check_trace, timeline_rows
 from dsh_tools import ExecutionMode, thaw_json
-from dsh_tools.code import CodeRunLimits, CodeRunOutcome, ToolCallError, TrustedCodeRuntime
+from dsh_tools.code import (
+    CodeRunLimits,
+    CodeRunOutcome,
+    ToolCallError,
+    TrustedCodeRuntime,
+    WasiCodeRuntime,
+)
 from dsh_tools.testing import ScriptedCodeRuntime
 
 if TYPE_CHECKING:
@@ -263,29 +270,40 @@ def test_main_code_mode_prints_the_runtime_note(
     assert "What the model receives for call_00 (run_code's content):" in lines
 
 
-def test_default_code_runtime_is_the_sandbox_when_installed() -> None:
+def test_default_code_runtime_is_the_sandbox() -> None:
     code_runtime, note = default_code_runtime()
-    try:
-        from dsh_tools.code import WasiCodeRuntime  # type: ignore[attr-defined]
-    except ImportError:
-        assert isinstance(code_runtime, TrustedCodeRuntime)
-        assert note is not None
-        assert "TrustedCodeRuntime" in note
-    else:
-        assert isinstance(code_runtime, WasiCodeRuntime)
-        assert note is None
+    assert isinstance(code_runtime, WasiCodeRuntime)
+    assert note.startswith("note: the program runs in the WebAssembly sandbox (WasiCodeRuntime)")
 
 
-def test_the_code_mode_demo_command_in_a_subprocess(tmp_path: Path) -> None:
+def test_default_code_runtime_falls_back_to_the_trusted_runtime(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def missing_extra() -> None:
+        raise ImportError("WasiCodeRuntime needs the codemode extra")
+
+    monkeypatch.setattr("dsh_tools.code.WasiCodeRuntime", missing_extra)
+    code_runtime, note = default_code_runtime()
+    assert isinstance(code_runtime, TrustedCodeRuntime)
+    assert note == (
+        "note: WasiCodeRuntime needs the codemode extra; running the demo's program with "
+        "TrustedCodeRuntime instead (in this process, no sandbox)"
+    )
+
+
+def test_the_code_mode_demo_command_in_a_subprocess(tmp_path: Path, wasi_cache_dir: Path) -> None:
+    """The real command: the program runs in the sandbox (the session's compiled module)."""
     done = subprocess.run(
         [sys.executable, "-m", "dsh_sched", "demo", "--code-mode", "--plain", "--out", "out"],
         cwd=tmp_path,
+        env={**os.environ, "DSH_TRIO_CACHE_DIR": str(wasi_cache_dir)},
         capture_output=True,
         text=True,
         timeout=300,
         check=False,
     )
     assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("note: the program runs in the WebAssembly sandbox")
     assert "What the model receives for call_00 (run_code's content):" in done.stdout
     assert "  " + EXPECTED_TEXT.splitlines()[1] in done.stdout
     assert (tmp_path / "out" / "timeline.svg").exists()

@@ -153,8 +153,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         code_runtime = None
         if args.code_mode:
             code_runtime, note = default_code_runtime()
-            if note is not None:
-                print(note)
+            print(note)
         run = functools.partial(
             run_demo,
             out_dir=args.out,

@@ -248,7 +248,8 @@ def summary_line(report: DemoReport) -> str:
         For example ``13 calls in 2.45 s (bodies ran 4.4 s in total, max_parallel=10): ...``.
     """
     rows = batch_rows(report)
-    busy = sum(row.body[1] - row.body[0] for row in rows if row.body is not None)
+    # Sub-call bodies count too: the run_code call's own body is not instrumented.
+    busy = sum(row.body[1] - row.body[0] for row in report.rows if row.body is not None)
     text = (
         f"{len(rows)} call{'' if len(rows) == 1 else 's'} in {report.elapsed:.2f} s "
         f"(bodies ran {busy:.2f} s in total, "

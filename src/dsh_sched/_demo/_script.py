@@ -255,22 +255,25 @@ def demo_code_calls() -> tuple[ModelToolCall, ...]:
     return (ModelToolCall(call_id="call_00", name="run_code", arguments=json.dumps(arguments)),)
 
 
-def default_code_runtime() -> tuple[CodeRuntime, str | None]:
-    """The code runtime the Code Mode demo uses, and a note for the user (or ``None``).
+def default_code_runtime() -> tuple[CodeRuntime, str]:
+    """The code runtime the Code Mode demo uses, and a note for the user.
 
     ``WasiCodeRuntime`` (the WebAssembly sandbox) when the ``codemode`` extra is installed;
     otherwise ``TrustedCodeRuntime``, which runs the program in this process without
     isolation (fine for the demo's own program), with a note that says so.
     """
-    from dsh_tools.code import TrustedCodeRuntime
+    from dsh_tools.code import TrustedCodeRuntime, WasiCodeRuntime
 
     try:
-        from dsh_tools.code import WasiCodeRuntime
-
-        return WasiCodeRuntime(), None
+        code_runtime = WasiCodeRuntime()
     except ImportError as exc:
         note = (
             f"note: {exc}; running the demo's program with TrustedCodeRuntime instead "
             "(in this process, no sandbox)"
         )
         return TrustedCodeRuntime(), note
+    note = (
+        "note: the program runs in the WebAssembly sandbox (WasiCodeRuntime); its first use "
+        "on this machine compiles it once (about 20 s), later runs load it from the cache"
+    )
+    return code_runtime, note
