@@ -40,6 +40,7 @@ SCENARIOS: Final = (
     "adapters",
     "mcp",
     "aio",
+    "code-wasi",
 )
 
 
@@ -71,6 +72,10 @@ class Plan:
     aio_n: int = 1000  # calls per large batch (Y-P2, Y-P3)
     aio_callers: int = 10  # concurrent asyncio callers (Y-P3)
     aio_repeats: int = 31
+    wasi_calls: int = 100  # sub-calls per program (code-mode §10 P3, P4)
+    wasi_repeats: int = 9
+    wasi_cold_repeats: int = 1  # each one is a full compile (~20 s on 2 cores)
+    wasi_cache_dir: Path | None = None  # a folder holding the compiled module; None: compile once
 
 
 FULL: Final = Plan(
@@ -115,6 +120,7 @@ QUICK: Final = Plan(
     mcp_repeats=10,
     aio_inner=50,
     aio_repeats=3,
+    wasi_repeats=3,
 )
 
 
@@ -296,6 +302,19 @@ def run_scenarios(
             )
             body = aio.report(bridge)
             title = "The asyncio bridge (dsh_sched.aio)"
+        elif scenario == "code-wasi":
+            from . import code_wasi  # needs the codemode extra; imported only when asked for
+
+            body = code_wasi.report(
+                code_wasi.measure(
+                    calls=plan.wasi_calls,
+                    repeats=plan.wasi_repeats,
+                    cold_repeats=plan.wasi_cold_repeats,
+                    cache_dir=plan.wasi_cache_dir,
+                    progress=progress,
+                )
+            )
+            title = "Code Mode in the WASI sandbox (code-mode §10 P1–P4, P6)"
         else:
             stream = streaming.measure_in_child(
                 plan.stream_total,
