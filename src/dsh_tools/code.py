@@ -14,13 +14,18 @@ from ._code_values import (
     ToolCallError,
 )
 from ._errors import CodeRunFailureKind
+from ._wasi._artifact import PYTHON_WASM_SHA256, PYTHON_WASM_SIZE
+from ._wasi._runtime import WasiCodeRuntime
 
 __all__ = [
     "CODE_MODE_SOURCE",
+    "PYTHON_WASM_SHA256",
+    "PYTHON_WASM_SIZE",
     "CodeRunFailureKind",
     "CodeRunLimits",
     "CodeRunOutcome",
     "CodeRuntime",
     "Dispatch",
     "ToolCallError",
+    "WasiCodeRuntime",
 ]
