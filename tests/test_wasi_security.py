@@ -32,7 +32,7 @@ from .wasi_helpers import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import AsyncIterator
     from pathlib import Path
 
     from dsh_tools.code import CodeRunOutcome
@@ -46,7 +46,8 @@ def runtime(wasi_cache_dir: Path) -> WasiCodeRuntime:
 
 
 @pytest.fixture
-def watch(tmp_path: Path) -> Iterator[HostWatch]:
+async def watch(tmp_path: Path) -> AsyncIterator[HostWatch]:
+    # Set up inside the test's trio run, so the run's own descriptors are in the snapshot.
     with watching(tmp_path / "host") as watch:
         yield watch
 
@@ -365,7 +366,7 @@ async def _cancel_after_ready(
             await trio.sleep(delay)
             cancelled_at.append(trio.current_time())
             scope.cancel()
-    assert [type(exc) for exc in raised] == [trio.Cancelled]
+    assert [type(exc) for exc in raised] == [trio.Cancelled], repr(raised)
     return trio.current_time() - cancelled_at[0]
 
 
