@@ -21,6 +21,9 @@ CAUTION = (
 )
 EVENTS = [
     "tools/change",
+    "tools/code-dispatch",
+    "tools/code-dispatch-log",
+    "tools/code-dispatch-start",
     "tools/execute",
     "tools/post-execute",
     "tools/pre-execute",
@@ -55,8 +58,21 @@ def test_i002_api_lists_entries_and_methods_in_definition_order() -> None:
     runtime_block = lines[lines.index(headers[0]) + 1 : lines.index(headers[1])]
     # The constructor first (decision: the api section covers the whole public API), then
     # the public methods in definition order.
-    assert runtime_block[0] == "    ToolRuntime(*, approval: ApprovalService | None = None) -> None"
-    names = [line.strip().removeprefix("async ").split("(")[0] for line in runtime_block[1:]]
+    assert runtime_block[0] == (
+        "    ToolRuntime(*, approval: ApprovalService | None = None, "
+        "mode: PresentationMode | str = PresentationMode.NATIVE, "
+        "code_runtime: CodeRuntime | None = None, code_limits: CodeRunLimits | None = None, "
+        "max_parallel_sub_calls: int = 10) -> None"
+    )
+    # Then the attributes and properties (Code Mode's), then the methods.
+    attributes = runtime_block[1:5]
+    assert attributes == [
+        "    code_runtime: CodeRuntime | None",
+        "    code_limits: CodeRunLimits",
+        "    mode: PresentationMode",
+        "    max_parallel_sub_calls: int",
+    ]
+    names = [line.strip().removeprefix("async ").split("(")[0] for line in runtime_block[5:]]
     expected = [n for n, v in vars(ToolRuntime).items() if inspect.isfunction(v) and n[0] != "_"]
     assert names == expected
     assert all(line.startswith("    ") and not line.startswith("     ") for line in runtime_block)
@@ -97,19 +113,23 @@ def test_i005_i006_events_sorted_with_modes_signatures_and_registration() -> Non
     assert [h[2:].split(" [")[0] for h in headers] == EVENTS
     assert headers == [
         "- tools/change [emit] — The visible tool set changed.",
+        "- tools/code-dispatch [emit] — A Code Mode sub-call settled.",
+        "- tools/code-dispatch-log [waterfall] — Rewrite the content logged for a settled "
+        "sub-call.",
+        "- tools/code-dispatch-start [emit] — A Code Mode sub-call started.",
         "- tools/execute [waterfall] — Wrap dispatch of an allowed call.",
         "- tools/post-execute [waterfall] — Accept, replace, or block a dispatched result.",
         "- tools/pre-execute [waterfall] — Allow, deny, or ask before dispatch.",
         "- tools/result [emit] — Observe each final, frozen result.",
     ]
-    at = lines.index(headers[3])
+    at = lines.index(headers[6])
     assert lines[at + 1] == (
         "    async (execution: ToolExecution, call_next: CallNext[PreDecision]) -> PreDecision"
     )
     assert lines[at + 2] == (
         "    registered with: ToolRuntime.on_pre_execute, Scope.on_pre_execute"
     )
-    at = lines.index(headers[4])
+    at = lines.index(headers[7])
     assert lines[at + 1] == "    (execution: ToolExecution, result: ToolResult) -> None"
 
 

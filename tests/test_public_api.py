@@ -26,6 +26,11 @@ SPEC_NAMES = {
     "Guard", "RUN_CODE_NAME",
     # Issue 12: introspection snapshots (trio's statistics() habit), beyond the spec's list.
     "RuntimeStatistics", "ScopeStatistics",
+    # Code Mode (code-mode §1).
+    "PresentationMode", "CodeModePrompt",
+    # Code Mode's events (code-mode §1).
+    "CodeDispatchStart", "CodeDispatch", "CodeDispatchStartObserver", "CodeDispatchObserver",
+    "CodeDispatchLogHook",
 }  # fmt: skip
 ERROR_CODE_CONSTANTS = {code.name for code in dsh_tools.ErrorCode}
 
@@ -52,7 +57,7 @@ def test_submodules_export_exactly_their_names() -> None:
          "ReadyToDispatch", "NeedsFinalize", "NeedsFinish"]
     )  # fmt: skip
     assert dsh_tools.policies.__all__ == ["install_timeout_policy"]
-    assert dsh_tools.testing.__all__ == ["PipelineInvariants"]
+    assert dsh_tools.testing.__all__ == ["PipelineInvariants", "ScriptedCodeRuntime"]
     assert sorted(dsh_tools.cli.__all__) == ["UnknownEntryError", "inspect_report", "main"]
 
 

@@ -8,6 +8,14 @@ error code. Importing the package does nothing: a :class:`ToolRuntime` is an exp
 from ._abort import Abort
 from ._approval import ApprovalOutcome, ApprovalRequest, ApprovalService
 from ._calls import ExecutionToken, ToolCall, ToolExecution, ToolRunContext
+from ._code_events import (
+    CodeDispatch,
+    CodeDispatchLogHook,
+    CodeDispatchObserver,
+    CodeDispatchStart,
+    CodeDispatchStartObserver,
+)
+from ._code_present import CodeModePrompt, PresentationMode
 from ._content import ContentBlock, ImageContent, TextContent, UserMessage
 from ._decisions import UNSET, Accept, Allow, Ask, Block, Deny, PostDecision, PreDecision
 from ._define import define_tool
@@ -74,6 +82,12 @@ __all__ = [
     "Block",
     "CallNext",
     "ChangeObserver",
+    "CodeDispatch",
+    "CodeDispatchLogHook",
+    "CodeDispatchObserver",
+    "CodeDispatchStart",
+    "CodeDispatchStartObserver",
+    "CodeModePrompt",
     "CodeRunFailedError",
     "ContentBlock",
     "Deny",
@@ -94,6 +108,7 @@ __all__ = [
     "PostExecuteHook",
     "PreDecision",
     "PreExecuteHook",
+    "PresentationMode",
     "ResultObserver",
     "RuntimeStatistics",
     "Scope",

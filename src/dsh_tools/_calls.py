@@ -143,6 +143,7 @@ class ExecState:
         "active",
         "body_started",
         "canonical",
+        "collapsed",
         "completed",
         "concluded",
         "ctx_active",
@@ -159,6 +160,9 @@ class ExecState:
         self.runtime = runtime
         self.stage = Stage.CREATED
         self.body_started = False
+        #: Decided at create: a model-direct call under Code Mode that fails in prepare,
+        #: right after check A (code-mode §2.5).
+        self.collapsed = False
         #: The body's last return was a success, returned before the Abort fired: the Abort
         #: never rewrites it (runtime.md §8.3, a "completed success").
         self.completed = False

@@ -31,12 +31,13 @@ __all__ = ["execute", "unhooked"]
 def unhooked(execution: ToolExecution) -> bool:
     """Whether :func:`execute` may run this execution's stages in its own frame.
 
-    True for no scope, no stage-0 error, and no pre-execute hook, guard or wrapper
-    registered: stages 1 and 2 then run no user code but the body.
+    True for no scope, no stage-0 error, no collapse, and no pre-execute hook, guard or
+    wrapper registered: stages 1 and 2 then run no user code but the body.
     """
-    if execution.scope is not None or execution._state.stage0_error is not None:
+    state = execution._state
+    if execution.scope is not None or state.stage0_error is not None or state.collapsed:
         return False
-    owner = execution._state.runtime._registry.global_owner
+    owner = state.runtime._registry.global_owner
     fns = owner.fns
     return not owner.guards and not fns["pre"] and not fns["execute"]
 

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Final, final
 import attrs
 
 from ._abort import Abort
+from ._code_events import CodeDispatchLogHook, CodeDispatchObserver, CodeDispatchStartObserver
 from ._hooks import ChangeObserver, ExecuteWrapper, PostExecuteHook, PreExecuteHook, ResultObserver
 from ._runtime import ToolRuntime
 from ._scope import Scope
@@ -87,6 +88,11 @@ EVENT_CATALOGUE: tuple[EventEntry, ...] = (
     _event("tools/post-execute", "waterfall", PostExecuteHook, "on_post_execute"),
     _event("tools/result", "emit", ResultObserver, "on_result"),
     _event("tools/change", "emit", ChangeObserver, "on_change"),
+    _event(
+        "tools/code-dispatch-start", "emit", CodeDispatchStartObserver, "on_code_dispatch_start"
+    ),
+    _event("tools/code-dispatch", "emit", CodeDispatchObserver, "on_code_dispatch"),
+    _event("tools/code-dispatch-log", "waterfall", CodeDispatchLogHook, "on_code_dispatch_log"),
 )
 
 
@@ -117,6 +123,9 @@ def _format_annotation(annotation: object) -> str:
 
 
 def _format_default(default: object) -> str:
+    if isinstance(default, enum.Enum):
+        # As written in the source, not the member's angle-bracket repr.
+        return f"{type(default).__name__}.{default.name}"
     # A private sentinel's repr carries its address, which changes from run to run.
     text = repr(default)
     return "..." if re.fullmatch(r"<.* at 0x[0-9a-fA-F]+>", text) else text

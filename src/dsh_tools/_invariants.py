@@ -6,6 +6,7 @@ import weakref
 from typing import TYPE_CHECKING, Final, final
 
 from ._calls import ExecutionToken, ToolExecution
+from ._code_events import CodeDispatch, CodeDispatchStart
 from ._results import ToolResult
 
 if TYPE_CHECKING:
@@ -32,6 +33,10 @@ class PipelineInvariants:
     ``tools/result``, or a hook that receives something other than a ``ToolExecution`` /
     ``ToolResult``.
 
+    Code Mode's sub-calls are checked too (:meth:`record_code_dispatch`): one start and one
+    settle event per sub-call id, the same root in both, and every start inside its
+    parent's dispatch stage.
+
     Example:
         >>> import trio
         >>> from dsh_tools import ToolCall, ToolRuntime, tool
@@ -49,7 +54,7 @@ class PipelineInvariants:
         >>> dispose()
     """
 
-    __slots__ = ("_seen", "violations")
+    __slots__ = ("_code_roots", "_code_settled", "_seen", "violations")
 
     def __init__(self) -> None:
         #: The violations recorded so far, in order.
@@ -57,6 +62,9 @@ class PipelineInvariants:
         self._seen: weakref.WeakKeyDictionary[ExecutionToken, list[str]] = (
             weakref.WeakKeyDictionary()
         )
+        # Per Code Mode sub-call id: the root its start carried, and whether it settled.
+        self._code_roots: dict[str, str] = {}
+        self._code_settled: set[str] = set()
 
     def install(self, runtime: ToolRuntime) -> Disposer:
         """Register one global hook of each kind on ``runtime``; the disposer removes them all.
@@ -68,6 +76,8 @@ class PipelineInvariants:
             runtime.wrap_execute(self._execute),
             runtime.on_post_execute(self._post),
             runtime.on_result(self._result),
+            runtime.on_code_dispatch_start(self.record_code_dispatch),
+            runtime.on_code_dispatch(self.record_code_dispatch),
         ]
         from ._disposer import Disposer
 
@@ -107,6 +117,51 @@ class PipelineInvariants:
         if later:
             self.violations.append(f"{stage} after {later[0]}")
         seen.append(stage)
+
+    def record_code_dispatch(self, event: object) -> None:
+        """Record a Code Mode sub-call's start (``CodeDispatchStart``) or settlement
+        (``CodeDispatch``), checking the sequence so far. Public so that tests can forge
+        sequences; it never raises.
+
+        Violations: ``code dispatch with an empty id``, ``code dispatch <id> started
+        twice``, ``... settled without a start``, ``... settled twice``, ``... changed root
+        from "<a>" to "<b>"`` and ``... outside its parent's dispatch stage`` (a start while
+        the parent execution is not between its ``execute`` and ``result`` stages as
+        recorded here).
+        """
+        if not isinstance(event, CodeDispatchStart | CodeDispatch):
+            self.violations.append(
+                f"code dispatch received {type(event).__name__}; expected CodeDispatchStart "
+                "or CodeDispatch"
+            )
+            return
+        sub_call_id = event.sub_call_id
+        if not (event.root_call_id and event.parent_call_id and sub_call_id):
+            self.violations.append("code dispatch with an empty id")
+            return
+        roots = self._code_roots
+        if isinstance(event, CodeDispatchStart):
+            if sub_call_id in roots:
+                self.violations.append(f"code dispatch {sub_call_id} started twice")
+                return
+            roots[sub_call_id] = event.root_call_id
+            parent = event.execution.parent
+            stages = None if parent is None else self._seen.get(parent)
+            if stages is None or "execute" not in stages or "result" in stages:
+                self.violations.append(
+                    f"code dispatch {sub_call_id} outside its parent's dispatch stage"
+                )
+            return
+        root = roots.get(sub_call_id)
+        if root is None:
+            self.violations.append(f"code dispatch {sub_call_id} settled without a start")
+        elif sub_call_id in self._code_settled:
+            self.violations.append(f"code dispatch {sub_call_id} settled twice")
+        elif root != event.root_call_id:
+            self.violations.append(
+                f'code dispatch {sub_call_id} changed root from "{root}" to "{event.root_call_id}"'
+            )
+        self._code_settled.add(sub_call_id)
 
     async def _pre(self, execution: ToolExecution, call_next: CallNext[PreDecision]) -> PreDecision:
         self.record("pre", execution)

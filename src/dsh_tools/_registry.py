@@ -11,6 +11,7 @@ import inspect
 import logging
 from typing import TYPE_CHECKING, Any, Final, final
 
+from ._code_present import RUN_CODE_NAME, PresentationMode, effective_mode
 from ._definition import ToolDefinition
 from ._disposer import Disposer
 from ._errors import normalize_message
@@ -20,14 +21,29 @@ if TYPE_CHECKING:
 
     from ._scope import Scope
 
-__all__ = ["EVENTS", "Owner", "Registry", "Restriction", "check_callable", "is_async_callable"]
+__all__ = [
+    "EVENTS",
+    "RUN_CODE_NAME",
+    "Owner",
+    "Registry",
+    "Restriction",
+    "check_callable",
+    "is_async_callable",
+]
 
 logger = logging.getLogger("dsh_tools")
 
-RUN_CODE_NAME: Final = "run_code"
-
-#: The hook tables every owner keeps, by the short key the pipeline uses.
-EVENTS: Final = ("pre", "execute", "post", "result")
+#: The hook tables every owner keeps, by the short key the pipeline uses (then Code Mode's
+#: three events, see ``_code_events``).
+EVENTS: Final = (
+    "pre",
+    "execute",
+    "post",
+    "result",
+    "code_dispatch_start",
+    "code_dispatch",
+    "code_dispatch_log",
+)
 
 _EMPTY: tuple[Any, ...] = ()
 
@@ -58,10 +74,12 @@ def _admitted(restrictions: tuple[Restriction, ...], name: str) -> bool:
 class Owner:
     """One layer and what hangs off it: the global owner, or one scope's."""
 
-    __slots__ = ("entries", "fns", "guards", "layer", "restrictions")
+    __slots__ = ("entries", "fns", "guards", "layer", "presentation", "restrictions")
 
     def __init__(self) -> None:
         self.layer: dict[str, ToolDefinition] = {}
+        #: The scope's active ``present_as`` declaration (code-mode §2.3), if any.
+        self.presentation: PresentationMode | None = None
         self.restrictions: tuple[Restriction, ...] = ()
         self.guards: tuple[Callable[..., object], ...] = ()
         # Per event: (sequence number, fn) pairs and the bare fns, both copy-on-write.
@@ -94,15 +112,24 @@ class Registry:
 
     __slots__ = (
         "change_observers",
+        "declarations",
         "global_owner",
         "hook_version",
         "in_flight",
+        "mode",
         "open_scopes",
+        "run_code",
         "seq",
     )
 
     def __init__(self) -> None:
         self.global_owner = Owner()
+        # Code Mode (code-mode §2): the runtime-wide mode, how many scopes hold a present_as
+        # declaration (none: every view has the runtime's mode), and the runtime's one
+        # run_code definition, set by the runtime once built.
+        self.mode = PresentationMode.NATIVE
+        self.declarations = 0
+        self.run_code: ToolDefinition | None = None
         self.change_observers: tuple[Callable[[], object], ...] = ()
         self.seq = 0
         # Bumped on every hook table change; scopes cache their merged chains against it.
@@ -115,7 +142,14 @@ class Registry:
     # -- resolution ---------------------------------------------------------------------
 
     def resolve(self, name: str, scope: Scope | None) -> ToolDefinition | None:
-        """The definition of ``name`` visible from ``scope`` (runtime.md §5.2), O(depth)."""
+        """The definition of ``name`` visible from ``scope`` (runtime.md §5.2), O(depth).
+
+        ``run_code`` lives in no layer: it is visible where the effective mode presents it.
+        """
+        if name == RUN_CODE_NAME:
+            if effective_mode(self, scope) is PresentationMode.NATIVE:
+                return None
+            return self.run_code
         if scope is not None:
             # Nearest first: a restriction only filters what comes from farther layers.
             for owner in scope._chain_nearest_first:

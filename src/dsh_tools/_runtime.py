@@ -5,6 +5,17 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, final
 
 from ._calls import ToolCall
+from ._code_present import (
+    CodeModePrompt,
+    PresentationMode,
+    check_code_runtime,
+    code_mode_prompt,
+    coerce_mode,
+    collapses,
+    effective_mode,
+)
+from ._code_tool import build_run_code
+from ._code_values import CodeRunLimits, CodeRuntime, is_valid_code_runtime
 from ._definition import ExecutionMode, ToolDefinition, ToolSchema, classify
 from ._json import freeze_json, thaw_json
 from ._pipeline import execute
@@ -14,6 +25,11 @@ from ._statistics import RuntimeStatistics, runtime_statistics
 
 if TYPE_CHECKING:
     from ._approval import ApprovalService
+    from ._code_events import (
+        CodeDispatchLogHook,
+        CodeDispatchObserver,
+        CodeDispatchStartObserver,
+    )
     from ._disposer import Disposer
     from ._hooks import (
         ChangeObserver,
@@ -48,6 +64,20 @@ class ToolRuntime:
     Args:
         approval: The service that resolves ``Ask`` decisions (a plain attribute, read at
             ask time, so it may be assigned later).
+        mode: How tools are presented to a model by default (Code Mode): ``NATIVE``, ``CODE``
+            or ``BOTH``, or its value as a ``str``. A scope may declare its own with
+            :meth:`Scope.present_as`.
+        code_runtime: What runs ``run_code`` programs (a plain attribute, read when needed,
+            so it may be assigned later); required under ``CODE`` and ``BOTH`` by
+            :meth:`schemas`, :meth:`code_mode_prompt` and ``run_code`` itself.
+        code_limits: The limits of one ``run_code`` run (a plain attribute, read when a run
+            starts); ``None`` gives ``CodeRunLimits()``.
+        max_parallel_sub_calls: How many tool calls of one program may run at once.
+
+    Raises:
+        TypeError: a mode of the wrong type, an invalid ``code_runtime`` or
+            ``code_limits``, or a non-``int`` ``max_parallel_sub_calls``.
+        ValueError: an unknown mode, or ``max_parallel_sub_calls < 1``.
 
     Example:
         >>> runtime = ToolRuntime()
@@ -55,11 +85,48 @@ class ToolRuntime:
         >>> result = await runtime.execute(ToolCall(call_id="c1", name="echo"))  # doctest: +SKIP
     """
 
-    __slots__ = ("_registry", "approval")
+    __slots__ = ("_max_parallel_sub_calls", "_registry", "approval", "code_limits", "code_runtime")
 
-    def __init__(self, *, approval: ApprovalService | None = None) -> None:
+    code_runtime: CodeRuntime | None
+    code_limits: CodeRunLimits
+
+    def __init__(
+        self,
+        *,
+        approval: ApprovalService | None = None,
+        mode: PresentationMode | str = PresentationMode.NATIVE,
+        code_runtime: CodeRuntime | None = None,
+        code_limits: CodeRunLimits | None = None,
+        max_parallel_sub_calls: int = 10,
+    ) -> None:
+        presentation = coerce_mode(mode)
+        if code_runtime is not None and not is_valid_code_runtime(code_runtime):
+            raise TypeError("code_runtime must provide language: str and async run()")
+        if code_limits is not None and not isinstance(code_limits, CodeRunLimits):
+            raise TypeError(
+                f"code_limits must be a CodeRunLimits, got {type(code_limits).__name__}"
+            )
+        if type(max_parallel_sub_calls) is not int:
+            raise TypeError("max_parallel_sub_calls must be a positive integer")
+        if max_parallel_sub_calls < 1:
+            raise ValueError("max_parallel_sub_calls must be a positive integer")
         self.approval = approval
-        self._registry = Registry()
+        self.code_runtime = code_runtime
+        self.code_limits = CodeRunLimits() if code_limits is None else code_limits
+        self._max_parallel_sub_calls = max_parallel_sub_calls
+        self._registry = registry = Registry()
+        registry.mode = presentation
+        registry.run_code = build_run_code()
+
+    @property
+    def mode(self) -> PresentationMode:
+        """The runtime-wide presentation mode (the constructor's ``mode``), read-only."""
+        return self._registry.mode
+
+    @property
+    def max_parallel_sub_calls(self) -> int:
+        """How many tool calls of one ``run_code`` program may run at once, read-only."""
+        return self._max_parallel_sub_calls
 
     def __repr__(self) -> str:
         return f"<ToolRuntime with {len(self._registry.global_owner.layer)} global tools>"
@@ -126,6 +193,24 @@ class ToolRuntime:
         """Add a synchronous ``tools/change`` observer, called when the visible tool set changes."""
         return self._registry.add_change_observer(fn, None)
 
+    def on_code_dispatch_start(self, fn: CodeDispatchStartObserver) -> Disposer:
+        """Add a global synchronous ``tools/code-dispatch-start`` observer (a Code Mode
+        sub-call started)."""
+        check_callable(fn, "on_code_dispatch_start", sync=True)
+        return self._registry.add_hook(self._registry.global_owner, "code_dispatch_start", fn, None)
+
+    def on_code_dispatch(self, fn: CodeDispatchObserver) -> Disposer:
+        """Add a global synchronous ``tools/code-dispatch`` observer (a Code Mode sub-call
+        settled)."""
+        check_callable(fn, "on_code_dispatch", sync=True)
+        return self._registry.add_hook(self._registry.global_owner, "code_dispatch", fn, None)
+
+    def on_code_dispatch_log(self, fn: CodeDispatchLogHook) -> Disposer:
+        """Add a global ``tools/code-dispatch-log`` waterfall hook (rewrites what the
+        ``tools/code-dispatch`` event carries)."""
+        check_callable(fn, "on_code_dispatch_log")
+        return self._registry.add_hook(self._registry.global_owner, "code_dispatch_log", fn, None)
+
     def statistics(self) -> RuntimeStatistics:
         """A frozen snapshot of the runtime (see :class:`RuntimeStatistics`).
 
@@ -139,6 +224,9 @@ class ToolRuntime:
     def get(self, name: str, scope: Scope | None = None) -> ToolDefinition | None:
         """Return the definition of ``name`` visible from ``scope`` (or globally), or ``None``.
 
+        ``run_code`` is the runtime's one ``run_code`` definition where the effective mode is
+        ``CODE`` or ``BOTH``, else ``None``.
+
         Raises:
             TypeError: ``scope`` is not a ``Scope``/``None``.
             ValueError: ``scope`` belongs to a different runtime.
@@ -148,16 +236,30 @@ class ToolRuntime:
     def schemas(self, scope: Scope | None = None) -> list[ToolSchema]:
         """Return one new :class:`ToolSchema` per visible tool, in view order.
 
-        ``parameters`` is a detached plain copy each time.
+        ``parameters`` is a detached plain copy each time. Under Code Mode the effective mode
+        of ``scope`` decides: ``CODE`` gives exactly ``[run_code]``, ``BOTH`` the native list
+        then ``run_code``; both check the code runtime first.
 
         Raises:
-            TypeError: a scope of the wrong type, or a tool whose parameters are not lossless
+            TypeError: a scope of the wrong type, a tool whose parameters are not lossless
                 JSON (``tool "<name>" parameters must be lossless JSON before schema
-                projection``).
+                projection``), or an invalid code runtime.
             ValueError: ``scope`` belongs to a different runtime.
+            RuntimeError: ``CODE`` or ``BOTH`` with no code runtime, or one whose language has
+                no SDK renderer.
         """
+        checked = _check_scope(self, scope)
+        registry = self._registry
+        mode = effective_mode(registry, checked)
+        if mode is not PresentationMode.NATIVE:
+            check_code_runtime(self, mode)
+        run_code = registry.run_code
+        assert run_code is not None  # set by the constructor
+        definitions = [run_code] if mode is PresentationMode.CODE else registry.visible(checked)
+        if mode is PresentationMode.BOTH:
+            definitions.append(run_code)
         out = []
-        for defn in self._registry.visible(_check_scope(self, scope)):
+        for defn in definitions:
             try:
                 parameters = thaw_json(freeze_json(defn.parameters))
             except TypeError:
@@ -174,15 +276,37 @@ class ToolRuntime:
 
         An unknown tool or ``is_concurrency_safe=False`` is ``EXCLUSIVE``; ``True`` is
         ``PARALLEL``; a classifier is called with the raw ``call.arguments`` and must return
-        exactly ``True`` for ``PARALLEL``.
+        exactly ``True`` for ``PARALLEL``. A top-level call that Code Mode collapses (any
+        tool but ``run_code`` where the effective mode is ``CODE``) is ``EXCLUSIVE``.
         """
         if type(call) is not ToolCall:
             raise TypeError(f"execution_mode() expects a ToolCall, got {type(call).__name__}")
         scope = call.scope
-        defn = self._registry.resolve(
-            call.name, None if scope is None else _check_scope(self, scope)
-        )
-        return classify(defn, call.arguments)
+        checked = None if scope is None else _check_scope(self, scope)
+        registry = self._registry
+        if call.parent is None and collapses(registry, call.name, checked):
+            # A model-direct call under CODE fails alone, like a barrier (code-mode §2.4).
+            return ExecutionMode.EXCLUSIVE
+        return classify(registry.resolve(call.name, checked), call.arguments)
+
+    def code_mode_prompt(self, scope: Scope | None = None) -> CodeModePrompt:
+        """The Code Mode parts of a system prompt for ``scope``'s effective mode.
+
+        ``NATIVE``: both parts empty (no code runtime needed). ``CODE``: the code-only rule
+        and the SDK of the tools visible from ``scope``. ``BOTH``: the SDK only. Registers
+        nothing and notifies nobody; an unchanged tool set gives the same text.
+
+        Raises:
+            TypeError: a scope of the wrong type, or an invalid code runtime.
+            ValueError: ``scope`` belongs to a different runtime.
+            RuntimeError: ``CODE`` or ``BOTH`` with no code runtime, or one whose language has
+                no SDK renderer.
+
+        Example:
+            >>> ToolRuntime().code_mode_prompt()
+            CodeModePrompt(rule='', sdk='')
+        """
+        return code_mode_prompt(self, _check_scope(self, scope))
 
     #: Run one call through the whole pipeline (defined with the stages it drives).
     execute = execute

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, final
 
+from ._code_present import present_as
 from ._registry import Owner, Registry, check_callable
 from ._statistics import ScopeStatistics, scope_statistics
 
@@ -11,6 +12,12 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
     from types import TracebackType
 
+    from ._code_events import (
+        CodeDispatchLogHook,
+        CodeDispatchObserver,
+        CodeDispatchStartObserver,
+    )
+    from ._code_present import PresentationMode
     from ._definition import ToolDefinition
     from ._disposer import Disposer
     from ._hooks import (
@@ -135,6 +142,25 @@ class Scope:
         self._check_open()
         return self._registry.restrict(self, allow, deny, self._registrations)
 
+    def present_as(self, mode: PresentationMode | str) -> Disposer:
+        """Declare how this scope and its descendants present their tools (Code Mode).
+
+        The declaration overrides the runtime's ``mode`` (and an ancestor's declaration)
+        until disposed or the scope closes. Change observers are notified as for
+        :meth:`register`: one that raises rolls the declaration back.
+
+        Raises:
+            RuntimeError: the scope is closed.
+            TypeError: ``mode`` is neither a ``PresentationMode`` nor a ``str``.
+            ValueError: ``mode`` is not ``"native"``, ``"code"`` or ``"both"``, or this scope
+                already has an active declaration.
+
+        Example:
+            >>> with runtime.open_scope(name="coder") as scope:  # doctest: +SKIP
+            ...     scope.present_as("code")
+        """
+        return present_as(self, mode)
+
     def guard(self, fn: Guard) -> Disposer:
         """Add a synchronous deny-only guard for calls in this scope and its descendants.
 
@@ -171,6 +197,27 @@ class Scope:
         """Add a synchronous ``tools/change`` observer (hears every layer; owned by this scope)."""
         self._check_open()
         return self._registry.add_change_observer(fn, self._registrations)
+
+    def on_code_dispatch_start(self, fn: CodeDispatchStartObserver) -> Disposer:
+        """Add a synchronous ``tools/code-dispatch-start`` observer for Code Mode sub-calls
+        in this scope and below."""
+        self._check_open()
+        check_callable(fn, "on_code_dispatch_start", sync=True)
+        return self._registry.add_hook(self._owner, "code_dispatch_start", fn, self._registrations)
+
+    def on_code_dispatch(self, fn: CodeDispatchObserver) -> Disposer:
+        """Add a synchronous ``tools/code-dispatch`` observer for Code Mode sub-calls in
+        this scope and below."""
+        self._check_open()
+        check_callable(fn, "on_code_dispatch", sync=True)
+        return self._registry.add_hook(self._owner, "code_dispatch", fn, self._registrations)
+
+    def on_code_dispatch_log(self, fn: CodeDispatchLogHook) -> Disposer:
+        """Add a ``tools/code-dispatch-log`` waterfall hook for Code Mode sub-calls in this
+        scope and below."""
+        self._check_open()
+        check_callable(fn, "on_code_dispatch_log")
+        return self._registry.add_hook(self._owner, "code_dispatch_log", fn, self._registrations)
 
     def close(self) -> None:
         """Close the scope (idempotent).

@@ -34,6 +34,7 @@ __all__ = [
     "finish_unchecked",
     "finished_result",
     "is_cancellation",
+    "observer_failure",
 ]
 
 logger = logging.getLogger("dsh_tools")
@@ -127,21 +128,30 @@ def _run_finalizer(
 
 
 def _notify(observer: Callable[..., Any], execution: ToolExecution, result: ToolResult) -> None:
+    message = observer_failure(observer, execution, result)
+    if message is not None:
+        logger.warning(
+            'tool "%s" (%s): tools/result observer failed: %s',
+            execution.name,
+            execution.call_id,
+            message,
+        )
+
+
+def observer_failure(observer: Callable[..., Any], *args: object) -> str | None:
+    """Call a synchronous observer; return the text to log if it failed, else ``None``.
+
+    An ``Exception`` it raises, or an awaitable it returns (closed here), is a failure;
+    anything else propagates.
+    """
     try:
-        returned = observer(execution, result)
+        returned = observer(*args)
     except Exception as exc:
-        message = normalize_message(exc)
-    else:
-        if returned is None or not inspect.isawaitable(returned):
-            return
-        close_awaitable(returned)
-        message = "observer returned an awaitable; observers must be synchronous"
-    logger.warning(
-        'tool "%s" (%s): tools/result observer failed: %s',
-        execution.name,
-        execution.call_id,
-        message,
-    )
+        return normalize_message(exc)
+    if returned is None or not inspect.isawaitable(returned):
+        return None
+    close_awaitable(returned)
+    return "observer returned an awaitable; observers must be synchronous"
 
 
 # -- cancellation -------------------------------------------------------------------------

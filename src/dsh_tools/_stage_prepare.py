@@ -13,6 +13,7 @@ import trio
 
 from ._approval import resolve_ask
 from ._calls import ExecState, Stage, ToolCall, ToolExecution
+from ._code_present import PresentationMode, collapse_result, collapses
 from ._content import TextContent
 from ._decisions import Allow, Ask, Deny
 from ._definition import close_awaitable
@@ -63,9 +64,18 @@ def create(runtime: ToolRuntime, call: ToolCall) -> ToolExecution:
         raise TypeError(f"create() expects a ToolRuntime, got {type(runtime).__name__}") from None
     state = ExecState(runtime)
     registry.in_flight += 1  # until stage 4 (statistics())
-    defn = registry.resolve(call.name, scope)
-    if defn is not None:
-        state.finalizer = defn.finalize_content
+    if (
+        call.parent is None
+        and (registry.declarations or registry.mode is PresentationMode.CODE)
+        and collapses(registry, call.name, scope)
+    ):
+        # A model-direct call under Code Mode: it fails in prepare and captures no
+        # finalizer (code-mode §2.5).
+        state.collapsed = True
+    else:
+        defn = registry.resolve(call.name, scope)
+        if defn is not None:
+            state.finalizer = defn.finalize_content
     try:
         arguments = freeze_json(call.arguments)
     except TypeError:
@@ -100,6 +110,8 @@ async def prepare(execution: ToolExecution) -> ReadyToDispatch | NeedsFinalize |
         abort = execution.abort
         if abort._aborted:  # check A
             return needs_finish(state, execution, aborted_result(False, (), abort._reason))
+        if state.collapsed:  # before any policy (code-mode §2.5)
+            return needs_finish(state, execution, collapse_result(execution.name))
         registry = state.runtime._registry
         scope = execution.scope
         if scope is None and not registry.global_owner.guards:

@@ -1,5 +1,6 @@
 """Testing helpers for code built on ``dsh_tools``."""
 
+from ._code_scripted import ScriptedCodeRuntime
 from ._invariants import PipelineInvariants
 
-__all__ = ["PipelineInvariants"]
+__all__ = ["PipelineInvariants", "ScriptedCodeRuntime"]
