@@ -18,9 +18,18 @@ from typing import TYPE_CHECKING
 import pytest
 import trio
 
-from dsh_tools import CODE_RUN_FAILED, UNSET, FrozenDict
+from dsh_tools import (
+    ABORTED,
+    CODE_RUN_FAILED,
+    RUN_CODE_NAME,
+    UNSET,
+    CodeDispatch,
+    FrozenDict,
+    ToolRuntime,
+)
 from dsh_tools.code import CodeRunFailureKind, CodeRunLimits, WasiCodeRuntime
 
+from .helpers import raw_tool, run
 from .wasi_helpers import (
     HostWatch,
     ToolHost,
@@ -397,6 +406,59 @@ async def test_l100_row24_cancel_a_program_waiting_on_a_slow_tool(
     assert host.cancelled == 1
     assert busy_threads() == before
     watch.check()
+    watch.assert_no_busy_thread()
+
+
+async def test_l100_row24_sub_call_aborted(wasi_cache_dir: Path, watch: HostWatch) -> None:
+    """L-100 row 24, L-101: through ``run_code`` (the sub-call lane), ``await tools.slow()``
+    with a tool sleeping 100 s, cancelled 0.5 s after the tool started → the run ends within
+    1 s, the sub-call settles ``ABORTED``, no worker thread is left."""
+    tools = ToolRuntime(mode="code", code_runtime=WasiCodeRuntime(cache_dir=wasi_cache_dir))
+    body_started = trio.Event()
+
+    async def slow(args: object, ctx: object) -> str:
+        body_started.set()
+        await trio.sleep(100)
+        return "slept"  # pragma: no cover - cancelled first
+
+    tools.register(raw_tool("slow", slow))
+    settled: list[CodeDispatch] = []
+
+    def on_settled(event: CodeDispatch) -> None:
+        settled.append(event)
+
+    tools.on_code_dispatch(on_settled)
+    before = busy_threads()
+    ended: list[float] = []
+    with trio.fail_after(60):
+        async with trio.open_nursery() as nursery:
+            scope = trio.CancelScope()
+
+            async def caller() -> None:
+                with scope:
+                    try:
+                        await run(
+                            tools,
+                            RUN_CODE_NAME,
+                            {"code": "await tools.slow()", "description": "wait for slow"},
+                        )
+                    finally:
+                        ended.append(trio.current_time())
+
+            nursery.start_soon(caller)
+            await body_started.wait()
+            await trio.sleep(0.5)
+            cancelled_at = trio.current_time()
+            scope.cancel()
+    assert ended[0] - cancelled_at < 1.0
+    [record] = settled
+    assert record.name == "slow"
+    assert record.is_error
+    assert record.result.error is not None
+    assert record.result.error.info is not None
+    assert record.result.error.info.code == ABORTED
+    assert busy_threads() == before
+    watch.check(record.to_json())
     watch.assert_no_busy_thread()
 
 
