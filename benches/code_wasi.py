@@ -6,8 +6,7 @@ once, in an order rotated from repeat to repeat, so load on the machine spreads 
 
 - ``bare``: the floor of P1 — the interpreter alone, ``python -I -S -c pass``, instantiated
   from the same cached compiled module with the same engine and store settings.
-- ``warm``: ``run_code`` with ``return 1`` through ``ToolRuntime.execute`` when the
-  ``run_code`` tool is available, else ``WasiCodeRuntime.run`` (the table says which).
+- ``warm``: ``run_code`` with ``return 1`` through ``ToolRuntime.execute`` (cache present).
 - ``cold``: a new runtime with an empty cache folder, ``prepare`` plus its first run.
 - ``wasi-0`` / ``wasi-N``: a program making 0 / N sequential calls of a no-op tool; the same
   for ``TrustedCodeRuntime`` (``trusted-0`` / ``trusted-N``) when it is installed.
@@ -29,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Final
 import attrs
 import trio
 
-from dsh_tools import ToolCall, ToolRuntime
+from dsh_tools import RUN_CODE_NAME, ToolCall, ToolRuntime
 from dsh_tools.code import PYTHON_WASM_SHA256, CodeRunLimits, CodeRuntime, WasiCodeRuntime
 
 from ._harness import fmt_ratio, markdown_table
@@ -47,7 +46,7 @@ _SLEEP: Final = 0.01
 #: (key, what it is) of every measure, in the table's order.
 MEASURES: Final = (
     ("bare", "bare interpreter `python -I -S -c pass`, same cached module and settings"),
-    ("warm", "`return 1` (warm cache)"),
+    ("warm", "`run_code` with `return 1` through `ToolRuntime.execute`, warm cache"),
     ("cold", "`return 1`, empty cache, new runtime (compile + first run)"),
     ("wasi-0", "WASI, 0 calls"),
     ("wasi-N", "WASI, N sequential no-op calls"),
@@ -66,7 +65,6 @@ class WasiBench:
 
     calls: int
     repeats: int
-    warm_path: str
     samples: dict[str, list[float]] = attrs.field(factory=dict)
 
     def median(self, key: str) -> float | None:
@@ -124,35 +122,29 @@ async def _sleepy(name: str, args: object) -> Any:
 def _trusted() -> CodeRuntime | None:
     try:
         from dsh_tools.code import TrustedCodeRuntime  # type: ignore[attr-defined,unused-ignore]
-    except ImportError:
+    except ImportError:  # a checkout without the trusted runtime: P3 is "not measured"
         return None
     runtime: CodeRuntime = TrustedCodeRuntime()
     return runtime
 
 
-def _warm_runner(runtime: WasiCodeRuntime) -> tuple[str, Callable[[], Awaitable[object]]]:
-    """``run_code`` with ``return 1`` through ``execute`` if this checkout has it."""
-    try:
-        tools = ToolRuntime(mode="code", code_runtime=runtime)  # type: ignore[call-arg,unused-ignore]
-    except TypeError:
-
-        async def direct() -> object:
-            outcome = await runtime.run("return 1", tools=(), dispatch=_noop, limits=_LIMITS)
-            return outcome.result
-
-        return "`WasiCodeRuntime.run` (no `run_code` tool in this checkout)", direct
+def _warm_runner(runtime: WasiCodeRuntime) -> Callable[[], Awaitable[object]]:
+    """``run_code`` with ``return 1`` through ``ToolRuntime.execute``."""
+    tools = ToolRuntime(mode="code", code_runtime=runtime)
     count = iter(range(1 << 62))
 
     async def through_run_code() -> object:
         call = ToolCall(
-            call_id=f"bench-{next(count)}", name="run_code", arguments={"code": "return 1"}
+            call_id=f"bench-{next(count)}",
+            name=RUN_CODE_NAME,
+            arguments={"code": "return 1", "description": "bench"},
         )
         result = await tools.execute(call)
         if result.is_error:
             raise AssertionError(f"run_code failed: {result}")
-        return 1
+        return result
 
-    return "`run_code` through `ToolRuntime.execute`", through_run_code
+    return through_run_code
 
 
 def _program(calls: int, *, gather: bool = False) -> str:
@@ -193,7 +185,7 @@ async def _measure(
     await runtime.prepare()
     compiled = cache_file(cache)
     trusted = _trusted()
-    warm_path, warm = _warm_runner(runtime)
+    warm = _warm_runner(runtime)
 
     async def wasi(code: str, dispatch: Callable[[str, object], Awaitable[Any]]) -> None:
         _checked(await runtime.run(code, tools=("t",), dispatch=dispatch, limits=_LIMITS))
@@ -215,7 +207,7 @@ async def _measure(
     if trusted is not None:
         measures["trusted-0"] = lambda: _run_trusted(trusted, _program(0))
         measures["trusted-N"] = lambda: _run_trusted(trusted, _program(calls))
-    bench = WasiBench(calls=calls, repeats=repeats, warm_path=warm_path)
+    bench = WasiBench(calls=calls, repeats=repeats)
     for key in measures:  # one untimed run of each: imports, thread cache, first-use costs
         await measures[key]()
     keys = list(measures)
@@ -288,8 +280,6 @@ def report(bench: WasiBench) -> str:
         found = bench.samples.get(key, [])
         spread = f"{_ms(min(found))}–{_ms(max(found))}" if found else ""
         label = what.replace("N ", f"{bench.calls} ")
-        if key == "warm":
-            label = f"{label}, via {bench.warm_path}"
         rows.append([f"`{key}`: {label}", _ms(bench.median(key)), spread, str(len(found))])
     values = ratios(bench)
     verdicts = [
