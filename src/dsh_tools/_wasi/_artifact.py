@@ -70,7 +70,9 @@ def read_verified(path: Path) -> bytes:
     data = path.read_bytes()
     actual = hashlib.sha256(data).hexdigest()
     if len(data) != PYTHON_WASM_SIZE or actual != PYTHON_WASM_SHA256:
-        raise ValueError(f"python.wasm at {path} has sha256 {actual}, expected {PYTHON_WASM_SHA256}")
+        raise ValueError(
+            f"python.wasm at {path} has sha256 {actual}, expected {PYTHON_WASM_SHA256}"
+        )
     return data
 
 
@@ -91,9 +93,7 @@ def default_cache_dir(environ: Mapping[str, str], platform: str, home: Path) -> 
 
 def cache_file_name(wasmtime_version: str) -> str:
     """The name of the compiled module's cache file (inside ``<cache_dir>/wasi``)."""
-    return (
-        f"python-3.12.0-{PYTHON_WASM_SHA256[:16]}-wasmtime-{wasmtime_version}-fuel-epoch.cwasm"
-    )
+    return f"python-3.12.0-{PYTHON_WASM_SHA256[:16]}-wasmtime-{wasmtime_version}-fuel-epoch.cwasm"
 
 
 @attrs.frozen(kw_only=True)
@@ -173,4 +173,3 @@ def _write_private(target: Path, compiled: bytes) -> None:
         with contextlib.suppress(OSError):
             os.unlink(temporary)
         raise
-

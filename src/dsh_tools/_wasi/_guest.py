@@ -180,16 +180,19 @@ class _Task(_Future):
         loop.call_soon(self._step, None)
 
     def _step(self, waited):
+        if waited is None:
+            self._resume(self._coro.send, None)
+            return
         try:
-            if waited is None:
-                yielded = self._coro.send(None)
-            else:
-                try:
-                    value = waited.result()
-                except BaseException as exc:
-                    yielded = self._coro.throw(exc)
-                else:
-                    yielded = self._coro.send(value)
+            value = waited.result()
+        except BaseException as exc:
+            self._resume(self._coro.throw, exc)
+        else:
+            self._resume(self._coro.send, value)
+
+    def _resume(self, method, argument):
+        try:
+            yielded = method(argument)
         except StopIteration as stop:
             self.set_result(stop.value)
         except BaseException as exc:
@@ -199,8 +202,9 @@ class _Task(_Future):
                 yielded._asyncio_future_blocking = False
                 yielded.add_done_callback(self._step)
             else:
-                self._coro.close()
-                self.set_exception(RuntimeError(f"the program awaited {yielded!r}"))
+                # As asyncio's Task does: the program learns it awaited something odd.
+                error = RuntimeError(f"the program awaited {yielded!r}")
+                self._loop.call_soon(self._resume, self._coro.throw, error)
 
 
 class _Loop:

@@ -10,24 +10,30 @@ thread waited for before :func:`run_guest` returns.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 from typing import TYPE_CHECKING, Final
 
-import attrs
 import trio
 
+from .._code_program import (
+    RESULT_DETAIL,
+    cpu_timeout_detail,
+    memory_detail,
+    output_limit_detail,
+    split_logs,
+    wall_timeout_detail,
+)
+from .._code_values import CodeRunLimits, CodeRunOutcome, Dispatch, ToolCallError
 from .._decisions import UNSET
 from .._errors import CodeRunFailedError, normalize_message
 from .._json import JsonValue, freeze_json
-from .._code_values import CodeRunLimits, CodeRunOutcome, ToolCallError
 from ._artifact import CompiledModule, new_engine
 from ._wire import Call, Done, Log, ProtocolError, Wake, WireState, encode, parse_guest_line
 
 if TYPE_CHECKING:
     import wasmtime
-
-    from .._code_values import Dispatch
 
 __all__ = ["run_guest"]
 
@@ -40,21 +46,28 @@ LINE_ALLOWANCE: Final = 16_777_216
 _ENOTSUP: Final = 58
 
 
-@attrs.define(eq=False)
 class _Run:
     """The state of one run, shared by its tasks."""
 
-    limits: CodeRunLimits
-    engine: wasmtime.Engine
-    stdin: trio.lowlevel.FdStream
-    dispatch: Dispatch
-    nursery: trio.Nursery
-    wire: WireState = attrs.Factory(WireState)
-    write_lock: trio.Lock = attrs.Factory(trio.Lock)
-    log: bytearray = attrs.Factory(bytearray)
-    #: The first decision wins: a ``done``, or the host's own reason to stop.
-    decided: CodeRunOutcome | CodeRunFailedError | None = None
-    stopped: bool = False
+    def __init__(
+        self,
+        limits: CodeRunLimits,
+        engine: wasmtime.Engine,
+        stdin: trio.lowlevel.FdStream,
+        dispatch: Dispatch,
+        nursery: trio.Nursery,
+    ) -> None:
+        self.limits = limits
+        self.engine = engine
+        self.stdin = stdin
+        self.dispatch = dispatch
+        self.nursery = nursery
+        self.wire = WireState()
+        self.write_lock = trio.Lock()
+        self.log = bytearray()
+        #: The first decision wins: a ``done``, or the host's own reason to stop.
+        self.decided: CodeRunOutcome | CodeRunFailedError | None = None
+        self.stopped = False
 
     def decide(self, outcome: CodeRunOutcome | CodeRunFailedError) -> None:
         if self.decided is None:
@@ -72,15 +85,14 @@ class _Run:
         self.stop()
 
     def logs(self) -> tuple[str, ...]:
-        text = bytes(self.log[: self.limits.output_bytes]).decode("utf-8", "ignore")
-        return tuple(text.removesuffix("\n").split("\n")) if text else ()
+        # At most the output limit, cut at a character boundary.
+        return split_logs(bytes(self.log[: self.limits.output_bytes]).decode("utf-8", "ignore"))
 
     async def send(self, message: dict[str, object]) -> None:
         async with self.write_lock:
-            try:
+            # A closed or broken pipe: the guest has ended or is being stopped.
+            with contextlib.suppress(trio.ClosedResourceError, trio.BrokenResourceError):
                 await self.stdin.send_all(encode(message))
-            except (trio.ClosedResourceError, trio.BrokenResourceError):
-                pass  # the guest has ended or is being stopped: nobody will read it
 
     # -- what the guest sends ------------------------------------------------------------
     async def receive_line(self, line: bytes) -> None:
@@ -88,13 +100,15 @@ class _Run:
             message = parse_guest_line(line)
             self.wire.accept(message)
         except ProtocolError:
+            if self.wire.done:
+                # Only a done with nothing after it counts: lines after it void it.
+                self.decided = None
             self.fail("internal", "the sandbox broke the protocol")
             return
         if isinstance(message, Log):
             self.log += message.text.encode("utf-8")
             if len(self.log) > self.limits.output_bytes:
-                limit = self.limits.output_bytes
-                self.fail("output-limit", f"the program wrote more than {limit} bytes of output")
+                self.fail("output-limit", output_limit_detail(self.limits.output_bytes))
         elif isinstance(message, Call):
             # started() before dispatch: the call is accepted before the next line is read,
             # so the lane sees the calls in the program's order.
@@ -112,16 +126,15 @@ class _Run:
                 try:
                     result = freeze_json(message.result)
                 except TypeError:
-                    detail = "the program returned a value that is not lossless JSON"
-                    self.decide(CodeRunFailedError.for_run("result", detail, self.logs()))
+                    self.decide(CodeRunFailedError.for_run("result", RESULT_DETAIL, self.logs()))
                     return
             self.decide(CodeRunOutcome(logs=self.logs(), result=result))
             return
         detail = message.detail
         if message.kind == "memory":
-            detail = f"the program ran out of memory (limit {limits.memory_bytes} bytes)"
+            detail = memory_detail(limits.memory_bytes)
         elif message.kind == "output-limit":
-            detail = f"the program wrote more than {limits.output_bytes} bytes of output"
+            detail = output_limit_detail(limits.output_bytes)
         self.decide(CodeRunFailedError.for_run(message.kind, detail, self.logs()))
 
     async def _serve_call(
@@ -132,6 +145,8 @@ class _Run:
             value = await self.dispatch(call.name, call.args)
         except ToolCallError as exc:
             await self.send({"op": "result", "id": call.id, "ok": False, "message": exc.message})
+        except Exception as exc:  # dispatch broke its contract: the run cannot go on
+            self.fail("internal", normalize_message(exc))
         else:
             await self.send({"op": "result", "id": call.id, "ok": True, "value": value})
 
@@ -157,7 +172,7 @@ class _Run:
 
     async def wall_timer(self) -> None:
         await trio.sleep(self.limits.wall_seconds)
-        self.fail("timeout", f"the program ran longer than {self.limits.wall_seconds!r}s")
+        self.fail("timeout", wall_timeout_detail(self.limits.wall_seconds))
 
     async def watchdog(self) -> None:
         """Turn the cancellation of the run into a stop: the worker thread cannot be
@@ -173,7 +188,9 @@ async def _discard(stream: trio.lowlevel.FdStream) -> None:
         pass
 
 
-def _start_guest(run: _Run, module: wasmtime.Module, argv: list[str], fds: tuple[int, ...]) -> str | None:
+def _start_guest(
+    run: _Run, module: wasmtime.Module, argv: list[str], fds: tuple[int, ...]
+) -> str | None:
     """Run the guest to its end, in a worker thread: ``None`` when it exited, else the name
     of the trap that stopped it. Closes the store, and with it the guest's pipe ends."""
     import wasmtime
@@ -199,7 +216,12 @@ def _start_guest(run: _Run, module: wasmtime.Module, argv: list[str], fds: tuple
         i32 = wasmtime.ValType.i32()
         poll = wasmtime.FuncType([i32, i32, i32, i32], [i32])
         linker.define_func("wasi_snapshot_preview1", "poll_oneoff", poll, lambda *_: _ENOTSUP)
-        start = linker.instantiate(store, module).exports(store)["_start"]
+        try:
+            start = linker.instantiate(store, module).exports(store)["_start"]
+        except wasmtime.WasmtimeError:
+            # The imports are all defined, so only the memory limit can refuse the module:
+            # its initial memory (10 MiB) does not fit.
+            return "MEMORY_LIMIT"
         assert isinstance(start, wasmtime.Func)
         if run.stopped:  # stopped before it started: the epoch was raised too early to count
             return None
@@ -209,7 +231,9 @@ def _start_guest(run: _Run, module: wasmtime.Module, argv: list[str], fds: tuple
             return None
         except wasmtime.Trap as trap:
             code = trap.trap_code
-            return code.name if code is not None else "UNKNOWN"
+            # Traps raised by wasm code carry a code; a code-less one can only come from a
+            # host function, and this host's only one (poll_oneoff) cannot fail.
+            return code.name if code is not None else "UNKNOWN"  # pragma: no branch
         return None
     finally:
         for fd in fds:
@@ -217,25 +241,18 @@ def _start_guest(run: _Run, module: wasmtime.Module, argv: list[str], fds: tuple
         store.close()
 
 
-def _ending(run: _Run, trap: str | None) -> CodeRunOutcome:
-    limits = run.limits
-    if run.decided is None:
-        if trap == "OUT_OF_FUEL":
-            detail = f"the program used more than {limits.cpu_seconds!r}s of CPU time"
-            run.decide(CodeRunFailedError.for_run("timeout", detail, run.logs()))
-        elif trap == "STACK_OVERFLOW":
-            detail = "the program exhausted its stack"
-            run.decide(CodeRunFailedError.for_run("memory", detail, run.logs()))
-        elif trap is not None:
-            detail = f"the sandbox stopped with a trap: {trap}"
-            run.decide(CodeRunFailedError.for_run("internal", detail, run.logs()))
-        else:
-            detail = "the sandbox stopped without a result"
-            run.decide(CodeRunFailedError.for_run("internal", detail, run.logs()))
-    if isinstance(run.decided, CodeRunFailedError):
-        raise run.decided
-    assert run.decided is not None
-    return run.decided
+def trap_failure(trap: str | None, limits: CodeRunLimits) -> tuple[str, str]:
+    """The failure kind and detail of a guest that ended without a ``done``: stopped by the
+    trap named ``trap``, or exited (``None``)."""
+    if trap == "OUT_OF_FUEL":
+        return "timeout", cpu_timeout_detail(limits.cpu_seconds)
+    if trap == "STACK_OVERFLOW":
+        return "memory", "the program exhausted its stack"
+    if trap == "MEMORY_LIMIT":
+        return "memory", memory_detail(limits.memory_bytes)
+    if trap is not None:
+        return "internal", f"the sandbox stopped with a trap: {trap}"
+    return "internal", "the sandbox stopped without a result"
 
 
 async def run_guest(
@@ -288,4 +305,9 @@ async def run_guest(
     finally:
         for stream in (stdin, stdout, stderr):
             stream.close()
-    return _ending(run, trap)
+    if run.decided is None:
+        run.decide(CodeRunFailedError.for_run(*trap_failure(trap, limits), run.logs()))
+    if isinstance(run.decided, CodeRunFailedError):
+        raise run.decided
+    assert run.decided is not None
+    return run.decided

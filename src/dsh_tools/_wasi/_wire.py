@@ -82,6 +82,17 @@ def _id(message: dict[str, object]) -> int:
     return value
 
 
+def _seconds(value: object) -> float | None:
+    """A number of seconds ``>= 0`` (a huge integer is forever), else ``None``."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    if isinstance(value, int):
+        if value < 0:
+            return None
+        return float(value) if value.bit_length() < 1000 else math.inf
+    return value if math.isfinite(value) and value >= 0 else None
+
+
 def _parse(message: dict[str, object]) -> GuestMessage:
     op = message.get("op")
     keys = set(message)
@@ -90,9 +101,9 @@ def _parse(message: dict[str, object]) -> GuestMessage:
     if op == "call" and keys == {"op", "id", "name", "args"} and type(message["name"]) is str:
         return Call(_id(message), message["name"], message["args"])
     if op == "wake" and keys == {"op", "id", "seconds"}:
-        seconds = message["seconds"]
-        if type(seconds) in (int, float) and math.isfinite(seconds) and seconds >= 0:  # type: ignore[arg-type]
-            return Wake(_id(message), float(seconds))  # type: ignore[arg-type]
+        seconds = _seconds(message["seconds"])
+        if seconds is not None:
+            return Wake(_id(message), seconds)
     if op == "done" and message.get("status") == "ok" and keys <= {"op", "status", "result"}:
         return Done(has_result="result" in keys, result=message.get("result"))
     if (
