@@ -307,7 +307,7 @@ def report(bench: WasiBench) -> str:
             "",
             markdown_table(["measure", "median, ms", "min–max", "samples"], rows),
             "",
-            markdown_table(["", "ratio", "median", "target", "verdict"], verdicts),
+            markdown_table(["", "measure", "median", "target", "verdict"], verdicts),
             "",
             " ".join(notes),
         ]

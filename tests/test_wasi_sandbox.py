@@ -1,5 +1,8 @@
-"""``WasiCodeRuntime``: construction, the pin, the compiled-module cache, asyncio in the
-sandbox, its specifics and limits, cancellation (code-mode §8.2; L-094..L-099, L-101).
+"""``WasiCodeRuntime`` as a user meets it, through its public API only: construction, the
+pin, the compiled-module cache, asyncio in the sandbox, its specifics, cancellation
+(code-mode §8.2; L-094..L-098, L-101; the limits of L-099 are rows 12–16 of
+``test_wasi_security.py``). The module-level tests of the runtime's parts live in
+``test_wasi_runtime.py``, ``test_wasi_host.py`` and ``test_wasi_artifact.py``.
 
 Every runtime here uses the session's cache folder (``wasi_cache_dir``) or a copy of its
 compiled file, so the suite compiles the CPython module once. The cache cases that need a
@@ -63,8 +66,12 @@ def compiled_file(wasi_cache_dir: Path) -> Path:
 
 
 @pytest.fixture
-def runtime(wasi_cache_dir: Path) -> WasiCodeRuntime:
-    return WasiCodeRuntime(cache_dir=wasi_cache_dir)
+async def runtime(wasi_cache_dir: Path) -> WasiCodeRuntime:
+    """A runtime loaded from the session's cache (loaded here, so that no timed run of a
+    test includes the session's one compile)."""
+    loaded = WasiCodeRuntime(cache_dir=wasi_cache_dir)
+    await loaded.prepare()
+    return loaded
 
 
 def _cache_copy(compiled_file: Path, cache_dir: Path) -> Path:

@@ -24,6 +24,7 @@ from dsh_tools import (
     RUN_CODE_NAME,
     UNSET,
     CodeDispatch,
+    CodeDispatchStart,
     FrozenDict,
     ToolRuntime,
 )
@@ -50,8 +51,12 @@ MIB = 1 << 20
 
 
 @pytest.fixture
-def runtime(wasi_cache_dir: Path) -> WasiCodeRuntime:
-    return WasiCodeRuntime(cache_dir=wasi_cache_dir)
+async def runtime(wasi_cache_dir: Path) -> WasiCodeRuntime:
+    """A runtime loaded from the session's cache (loaded here, so that no timed run of a
+    test includes the session's one compile)."""
+    loaded = WasiCodeRuntime(cache_dir=wasi_cache_dir)
+    await loaded.prepare()
+    return loaded
 
 
 @pytest.fixture
@@ -413,7 +418,9 @@ async def test_l100_row24_sub_call_aborted(wasi_cache_dir: Path, watch: HostWatc
     """L-100 row 24, L-101: through ``run_code`` (the sub-call lane), ``await tools.slow()``
     with a tool sleeping 100 s, cancelled 0.5 s after the tool started → the run ends within
     1 s, the sub-call settles ``ABORTED``, no worker thread is left."""
-    tools = ToolRuntime(mode="code", code_runtime=WasiCodeRuntime(cache_dir=wasi_cache_dir))
+    code_runtime = WasiCodeRuntime(cache_dir=wasi_cache_dir)
+    await code_runtime.prepare()
+    tools = ToolRuntime(mode="code", code_runtime=code_runtime)
     body_started = trio.Event()
 
     async def slow(args: object, ctx: object) -> str:
@@ -462,46 +469,50 @@ async def test_l100_row24_sub_call_aborted(wasi_cache_dir: Path, watch: HostWatc
     watch.assert_no_busy_thread()
 
 
+_FORGED = json.dumps({"op": "call", "id": 10**6, "name": "secret_tool", "args": {}}) + "\n"
+_TAMPERING = [
+    # Look around the guest's globals and rebind everything callable that names tools.
+    "import __main__\n"
+    "names = sorted(vars(__main__))\n"
+    "for name, value in list(vars(__main__).items()):\n"
+    "    if isinstance(value, (set, frozenset, list, tuple)) and 'echo' in value:\n"
+    "        try:\n"
+    "            value.add('secret_tool')\n"
+    "        except Exception:\n"
+    "            pass\n"
+    "try:\n"
+    "    await tools['secret_tool']()\n"
+    "except Exception as error:\n"
+    "    print(type(error).__name__)\n"
+    "return names",
+    # Reach every object of the guest that holds the bound names, and widen it.
+    "import gc\n"
+    "for obj in gc.get_objects():\n"
+    "    if isinstance(obj, set) and 'echo' in obj and 'ready' in obj:\n"
+    "        obj.add('secret_tool')\n"
+    "    if isinstance(obj, dict) and 'echo' in obj and 'ready' in obj:\n"
+    "        try:\n"
+    "            obj['secret_tool'] = obj['echo']\n"
+    "        except Exception:\n"
+    "            pass\n"
+    "await tools.secret_tool()\n",
+    # Forge a call on the protocol stream, then wait for its reply on the real stdin.
+    f"import os, sys\nos.write(1, {_FORGED.encode()!r})\nreturn sys.__stdin__.readline()",
+    # Reading the protocol's input directly blocks until the wall limit.
+    "import os\nreturn os.read(0, 100)",
+    # The program's own stdin is empty.
+    "import sys\nreturn sys.stdin.read()",
+]
+
+
 async def test_l100_row25_tampering_cannot_reach_an_unbound_tool(
     runtime: WasiCodeRuntime, watch: HostWatch
 ) -> None:
-    """L-100 row 25: ``import __main__`` and tampering with the guest: whatever the run's
-    outcome, the host dispatched no unbound name and returned within ``wall_seconds``."""
-    forged = json.dumps({"op": "call", "id": 10**6, "name": "secret_tool", "args": {}}) + "\n"
-    programs = [
-        # Look around the guest's globals and rebind everything callable that names tools.
-        "import __main__\n"
-        "names = sorted(vars(__main__))\n"
-        "for name, value in list(vars(__main__).items()):\n"
-        "    if isinstance(value, (set, frozenset, list, tuple)) and 'echo' in value:\n"
-        "        try:\n"
-        "            value.add('secret_tool')\n"
-        "        except Exception:\n"
-        "            pass\n"
-        "try:\n"
-        "    await tools['secret_tool']()\n"
-        "except Exception as error:\n"
-        "    print(type(error).__name__)\n"
-        "return names",
-        # Reach every object of the guest that holds the bound names, and widen it.
-        "import gc\n"
-        "for obj in gc.get_objects():\n"
-        "    if isinstance(obj, set) and 'echo' in obj and 'ready' in obj:\n"
-        "        obj.add('secret_tool')\n"
-        "    if isinstance(obj, dict) and 'echo' in obj and 'ready' in obj:\n"
-        "        try:\n"
-        "            obj['secret_tool'] = obj['echo']\n"
-        "        except Exception:\n"
-        "            pass\n"
-        "await tools.secret_tool()\n",
-        # Forge a call on the protocol stream, then wait for its reply on the real stdin.
-        f"import os, sys\nos.write(1, {forged.encode()!r})\nreturn sys.__stdin__.readline()",
-        # Reading the protocol's input directly blocks until the wall limit.
-        "import os\nreturn os.read(0, 100)",
-        # The program's own stdin is empty.
-        "import sys\nreturn sys.stdin.read()",
-    ]
-    for code in programs:
+    """L-100 row 25: ``import __main__`` and tampering with the guest, or reading the real
+    stdin: whatever the run's outcome, ``dispatch`` receives no unbound name and the run
+    returns within ``wall_seconds``. (The sandbox's host, not only the lane behind it, keeps
+    a program to its bound names: ``run`` may be given any ``dispatch``.)"""
+    for code in _TAMPERING:
         host = ToolHost()
         start = trio.current_time()
         with trio.fail_after(30):
@@ -518,6 +529,49 @@ async def test_l100_row25_tampering_cannot_reach_an_unbound_tool(
         assert set(host.names) <= {"echo", "ready"}, (code, host.names)
         watch.check(outcome)
     assert (await run_program(runtime, "return 3")).result == 3
+
+
+async def test_l100_row25_through_run_code_no_unbound_tool_runs(
+    wasi_cache_dir: Path, watch: HostWatch
+) -> None:
+    """L-100 row 25 through ``run_code``: a tool registered but not visible to the calling
+    scope is never started, whatever the tampering program does."""
+    code_runtime = WasiCodeRuntime(cache_dir=wasi_cache_dir)
+    await code_runtime.prepare()
+    tools = ToolRuntime(
+        mode="code", code_runtime=code_runtime, code_limits=CodeRunLimits(wall_seconds=2)
+    )
+    ran: list[str] = []
+
+    async def echo(args: object, ctx: object) -> str:
+        ran.append("echo")
+        return "echoed"
+
+    async def secret(args: object, ctx: object) -> str:
+        ran.append("secret_tool")
+        return watch.secret
+
+    tools.register(raw_tool("echo", echo))
+    tools.register(raw_tool("ready", echo))
+    tools.register(raw_tool("secret_tool", secret))
+    scope = tools.open_scope(name="tampering")
+    scope.restrict(deny=["secret_tool"])
+    started: list[str] = []
+
+    def on_start(event: CodeDispatchStart) -> None:
+        started.append(event.name)
+
+    tools.on_code_dispatch_start(on_start)
+    for code in _TAMPERING:
+        start = trio.current_time()
+        with trio.fail_after(30):
+            result = await run(
+                tools, RUN_CODE_NAME, {"code": code, "description": "tamper"}, scope=scope
+            )
+        assert trio.current_time() - start < 2 + 5, code
+        assert "secret_tool" not in started, code
+        assert "secret_tool" not in ran, code
+        watch.check(result)
 
 
 async def test_l100_row26_two_runs_one_cancelled(
