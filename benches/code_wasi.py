@@ -300,6 +300,14 @@ def report(bench: WasiBench) -> str:
         )
         if seconds is not None
     ]
+    parts = [bench.median(k) for k in ("gather", "asyncio", "plain", "sequential")]
+    if all(p is not None for p in parts):
+        gather, with_asyncio, plain, sequential = (p or 0.0 for p in parts)
+        net = (gather - (with_asyncio - plain)) / sequential
+        notes.append(
+            "The gathering program imports asyncio and the sequential one does not; without "
+            f"that import's cost (`asyncio` − `plain`), P4 would be {fmt_ratio(net)}."
+        )
     return "\n".join(
         [
             f"Wall time per run in ms, median (min–max) of {bench.repeats} interleaved repeats "
