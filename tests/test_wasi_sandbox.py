@@ -581,23 +581,29 @@ async def test_l101_cancellation_stops_the_guest(runtime: WasiCodeRuntime, progr
             while not raised:
                 await trio.sleep(0.01)
             elapsed = trio.current_time() - cancelled_at
-    assert [type(exc) for exc in raised] == [trio.Cancelled], repr(raised)
     assert elapsed < 1.0
     assert outcome == [(("ok",), 7)]
     assert busy_threads() == before
     if program == "read blocked on a reply":
         assert host.cancelled == 1
+    assert [type(exc) for exc in raised] == [trio.Cancelled], repr(raised)
 
 
 async def test_l101_cancelled_before_the_guest_starts(runtime: WasiCodeRuntime) -> None:
     """L-101: a run cancelled at once (before its guest is ready) still raises Cancelled and
     leaves no busy thread; the runtime goes on serving runs."""
     before = busy_threads()
+    raised: list[BaseException] = []
     with trio.CancelScope() as scope:
         scope.cancel()
-        await runtime.run(
-            "return 1", tools=(), dispatch=ToolHost().dispatch, limits=CodeRunLimits()
-        )
+        try:
+            await runtime.run(
+                "return 1", tools=(), dispatch=ToolHost().dispatch, limits=CodeRunLimits()
+            )
+        except BaseException as exc:
+            raised.append(exc)
+            raise
     assert scope.cancelled_caught
+    assert [type(exc) for exc in raised] == [trio.Cancelled], repr(raised)
     assert busy_threads() == before
     assert (await run_program(runtime, "return 5")).result == 5
