@@ -13,6 +13,12 @@ and the run returned within the row's bound.
 from __future__ import annotations
 
 import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
@@ -43,7 +49,6 @@ from .wasi_helpers import (
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
-    from pathlib import Path
 
     from dsh_tools.code import CodeRunOutcome
 
@@ -603,3 +608,71 @@ async def test_l100_row26_two_runs_one_cancelled(
     assert outcome.result is not UNSET
     assert busy_threads() == before
     watch.check(outcome)
+
+
+@pytest.mark.parametrize(
+    "violation",
+    [
+        "create a file",
+        "read the secret",
+        "list the folder",
+        "temp marker",
+        "open a socket",
+        "connect",
+        "start a child",
+        "leak a pipe",
+        "print the secret",
+        "busy thread",
+    ],
+)
+def test_the_host_watch_sees_each_violation(tmp_path: Path, violation: str) -> None:
+    """The host checks above can fail: each thing a program must not do, done by the test
+    itself, makes :meth:`HostWatch.check` fail."""
+    leftovers: list[object] = []
+    stop = threading.Event()
+    with watching(tmp_path / "host") as watch:
+        if violation == "create a file":
+            watch.forbidden_path.write_text("x")
+        elif violation == "read the secret":
+            leftovers.append(watch.secret_path.read_text())
+        elif violation == "list the folder":
+            leftovers.append(sorted(watch.folder.iterdir()))
+        elif violation == "temp marker":
+            watch.tmp_marker_path.write_text("x")
+            leftovers.append(watch.tmp_marker_path)
+        elif violation == "open a socket":
+            leftovers.append(socket.socket())
+        elif violation == "connect":
+            leftovers.append(socket.create_connection(("127.0.0.1", watch.port)))
+        elif violation == "start a child":
+            leftovers.append(
+                subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+            )
+        elif violation == "leak a pipe":
+            leftovers.extend(os.pipe())
+        elif violation == "busy thread":
+            thread = threading.Thread(target=stop.wait, name="not a trio worker")
+            thread.start()
+            leftovers.append(thread)
+        with pytest.raises(AssertionError):
+            watch.check(watch.secret if violation == "print the secret" else "fine")
+    stop.set()
+    for leftover in leftovers:
+        if isinstance(leftover, socket.socket):
+            leftover.close()
+        elif isinstance(leftover, subprocess.Popen):
+            leftover.kill()
+            leftover.wait()
+        elif isinstance(leftover, int):
+            os.close(leftover)
+        elif isinstance(leftover, Path):
+            leftover.unlink()
+        elif isinstance(leftover, threading.Thread):
+            leftover.join()
+
+
+def test_the_host_watch_passes_when_nothing_happens(tmp_path: Path) -> None:
+    """…and an untouched host passes."""
+    with watching(tmp_path / "host") as watch:
+        watch.check("fine")
+        watch.assert_no_busy_thread(0.1)
