@@ -31,6 +31,8 @@ ASYNCIO_ALLOWED: frozenset[str] = frozenset(
         # The asyncio bridge: a trio guest run inside a running asyncio loop.
         "dsh_sched._aio_portal",
         "dsh_sched._aio_calls",
+        # Code Mode's in-process runtime: the program runs on a private asyncio loop.
+        "dsh_tools._code_trusted",
         # The WASI guest: package data run by the sandbox's own interpreter, not by the
         # host; it imports asyncio only for programs that do.
         "dsh_tools._wasi._guest",

@@ -55,6 +55,8 @@ class Tools:
         self.running = 0
         self.peak = 0
         self.cancelled = 0
+        self.broken = 0
+        self.all_broken = trio.Event()
 
     async def dispatch(self, name: str, args: object) -> JsonValue:
         self.calls.append((name, args))
@@ -68,6 +70,12 @@ class Tools:
                 assert isinstance(args, dict)
                 await trio.sleep(args.get("s", math.inf))
             elif name == "broken":
+                # Fails once ``together`` broken calls are running, all in one tick.
+                assert isinstance(args, dict)
+                self.broken += 1
+                if self.broken == args.get("together", 1):
+                    self.all_broken.set()
+                await self.all_broken.wait()
                 raise LookupError("dispatch broke")
             else:
                 await trio.sleep(0.01)
@@ -364,7 +372,8 @@ async def test_a_dispatch_that_breaks_its_contract_is_internal(wasi: WasiCodeRun
     assert error.kind is CodeRunFailureKind.INTERNAL
     assert error.detail == "dispatch broke"
     # Two at once: the first decision stands, and the guest is stopped once.
-    error = await fail(wasi, "import asyncio\nawait asyncio.gather(tools.broken(), tools.fail())")
+    code = "import asyncio\nb = tools.broken\nawait asyncio.gather(b(together=2), b(together=2))"
+    error = await fail(wasi, code)
     assert error.detail == "dispatch broke"
 
 
@@ -377,13 +386,19 @@ async def test_endings_without_done(wasi: WasiCodeRuntime) -> None:
     assert error.logs == ("w" * 5000,)
 
 
+@pytest.mark.parametrize("step", ["set_wasi", "define_wasi"])
 async def test_a_sandbox_that_cannot_be_set_up_is_internal(
-    wasi: WasiCodeRuntime, monkeypatch: pytest.MonkeyPatch
+    wasi: WasiCodeRuntime, monkeypatch: pytest.MonkeyPatch, step: str
 ) -> None:
-    def refuse(self: wasmtime.Linker) -> None:
+    """Before or after wasmtime took its own copies of the guest's pipe ends, a setup error
+    is kind internal with wasmtime's message, and the run returns (the host's pipe ends
+    see end-of-file)."""
+
+    def refuse(*args: object) -> None:
         raise wasmtime.WasmtimeError("no WASI today")
 
-    monkeypatch.setattr(wasmtime.Linker, "define_wasi", refuse)
+    owner = wasmtime.Store if step == "set_wasi" else wasmtime.Linker
+    monkeypatch.setattr(owner, step, refuse)
     error = await fail(wasi, "return 1")
     assert error.kind is CodeRunFailureKind.INTERNAL
     assert error.detail == "no WASI today"
@@ -479,3 +494,37 @@ async def test_l101_a_second_run_goes_on_while_one_is_cancelled(wasi: WasiCodeRu
             await run(wasi, STUCK["busy"])
     assert scope.cancelled_caught
     assert results == [CodeRunOutcome(result="ok")]
+
+
+async def test_system_exit_escaping_a_task_is_an_exception(wasi: WasiCodeRuntime) -> None:
+    """asyncio lets SystemExit out of a task and out of the loop; the program still ends
+    with kind exception, not a dead sandbox."""
+    code = (
+        "import asyncio, sys\n"
+        "async def leave():\n"
+        "    sys.exit(3)\n"
+        "asyncio.create_task(leave())\n"
+        "await asyncio.sleep(1)"
+    )
+    error = await fail(wasi, code)
+    assert error.kind is CodeRunFailureKind.EXCEPTION
+    assert error.detail == "SystemExit: 3 (line 3)"
+
+
+async def test_a_run_does_not_hold_a_token_of_trios_default_thread_limiter(
+    wasi: WasiCodeRuntime,
+) -> None:
+    """A program holds its worker thread for its whole run: with every token of trio's
+    default limiter taken, runs still start (and so do trio's own worker threads once
+    the tokens come back)."""
+    await wasi.prepare()
+    limiter = trio.to_thread.current_default_thread_limiter()
+    holders = [object() for _ in range(int(limiter.total_tokens))]
+    for holder in holders:
+        limiter.acquire_on_behalf_of_nowait(holder)
+    try:
+        with trio.fail_after(60):
+            assert (await run(wasi, "return 5")).result == 5
+    finally:
+        for holder in holders:
+            limiter.release_on_behalf_of(holder)

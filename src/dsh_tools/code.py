@@ -5,6 +5,7 @@ a *code runtime* runs it, and each tool call the program makes is an ordinary ne
 through the runtime's pipeline. Importing this module imports no sandbox.
 """
 
+from ._code_trusted import TrustedCodeRuntime
 from ._code_values import (
     CODE_MODE_SOURCE,
     CodeRunLimits,
@@ -27,5 +28,6 @@ __all__ = [
     "CodeRuntime",
     "Dispatch",
     "ToolCallError",
+    "TrustedCodeRuntime",
     "WasiCodeRuntime",
 ]

@@ -2,9 +2,9 @@
 
 This file is package data, not part of the host library: the host reads its source and
 passes it to the sandbox's interpreter as ``python -I -S -c <source>``, followed by a call to
-:func:`main` with the source of the program module (the compile step, the ``tools`` object,
-the argument check, the capturing writer, the failure texts), which is shared with the
-trusted runtime. Importing it in the host runs nothing.
+:func:`main` with the source of the program-side modules (the compile step, the ``tools``
+object, the argument check, the capturing writer, the failure texts), which the trusted
+runtime runs in the host. Importing it in the host runs nothing.
 
 Only the standard library, and nothing heavy at start-up: ``ast`` and ``importlib.util`` are
 never imported, and ``asyncio`` only for programs that contain an ``import asyncio``
@@ -17,7 +17,7 @@ import sys
 import time
 from collections import deque
 
-#: Captured output is sent to the host once about this many characters are waiting.
+#: Captured output is sent to the host once this many bytes are waiting.
 _LOG_CHUNK = 4096
 
 
@@ -344,7 +344,7 @@ def main(program_source):
     try:
         start = channel.receive()
         program = {"__name__": "_code_program"}
-        exec(compile(program_source, "_code_program.py", "exec"), program)
+        exec(compile(program_source, "<program modules>", "exec"), program)
         try:
             done = _run(channel, start, program)
         except MemoryError:
@@ -356,23 +356,19 @@ def main(program_source):
 
 def _capture(program, channel, limit):
     """The program's ``sys.stdout`` and ``sys.stderr``: it keeps at most ``limit`` bytes,
-    and sends what it holds to the host whenever about 4096 bytes are waiting."""
+    and sends what it holds to the host whenever 4096 bytes are waiting."""
 
     class Capture(program["OutputCapture"]):
-        waiting = 0
-
         def write(self, text):
             try:
                 return super().write(text)
             finally:
-                self.waiting += len(text) if isinstance(text, str) else 0
-                if self.waiting >= _LOG_CHUNK:
+                if self.pending_bytes >= _LOG_CHUNK:
                     channel.flush_log()
 
     capture = Capture(limit)
 
     def flush_log():
-        capture.waiting = 0
         text = capture.drain()
         if text:
             channel.send_raw({"op": "log", "text": text})
@@ -408,6 +404,10 @@ def _run(channel, start, program):
         task = _Task(loop, coroutine)
     try:
         loop.run_until_complete(task)
-    except RuntimeError as exc:  # waiting with nothing pending: the program cannot go on
+    except _Stop:
+        raise
+    except BaseException as exc:
+        # Waiting with nothing pending (RuntimeError), or what escapes a task of the
+        # program the way asyncio lets it escape (SystemExit, KeyboardInterrupt).
         return program["end_for_exception"](exc, capture).done_message()
     return task.result().done_message()

@@ -197,11 +197,11 @@ def _start_guest(
 
     limits = run.limits
     store = wasmtime.Store(run.engine)
+    config = wasmtime.WasiConfig()
     try:
         store.set_limits(memory_size=limits.memory_bytes)
         store.set_fuel(FUEL_START + math.ceil(limits.cpu_seconds * FUEL_PER_SECOND))
         store.set_epoch_deadline(1)
-        config = wasmtime.WasiConfig()
         config.argv = argv  # no environment variables and no preopened directory
         config.stdin_file = f"/dev/fd/{fds[0]}"
         config.stdout_file = f"/dev/fd/{fds[1]}"
@@ -233,12 +233,15 @@ def _start_guest(
             code = trap.trap_code
             # Traps raised by wasm code carry a code; a code-less one can only come from a
             # host function, and this host's only one (poll_oneoff) cannot fail.
-            return code.name if code is not None else "UNKNOWN"  # pragma: no branch
+            return code.name if code is not None else "UNKNOWN"
         return None
     finally:
+        # The store owns the guest's pipe ends once set_wasi took the configuration; before
+        # that the configuration holds them. Closing both ends the host's reads.
+        config.close()
+        store.close()
         for fd in fds:
             os.close(fd)
-        store.close()
 
 
 def trap_failure(trap: str | None, limits: CodeRunLimits) -> tuple[str, str]:
@@ -296,7 +299,15 @@ async def run_guest(
                     trap = None
                     try:
                         trap = await trio.to_thread.run_sync(
-                            _start_guest, run, module, argv, fds, abandon_on_cancel=False
+                            _start_guest,
+                            run,
+                            module,
+                            argv,
+                            fds,
+                            abandon_on_cancel=False,
+                            # Its own limiter: a program holds its thread for its whole run,
+                            # and must not use up the tokens trio's other callers share.
+                            limiter=trio.CapacityLimiter(1),
                         )
                     except Exception as exc:  # the sandbox could not be set up
                         run.fail("internal", normalize_message(exc))

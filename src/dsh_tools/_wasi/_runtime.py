@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Literal, final
 
 import trio
 
+from .._code_program import guest_source
 from .._errors import CodeRunFailedError, normalize_message
 from ._artifact import CompiledModule, default_cache_dir, load_module
 from ._host import run_guest
@@ -24,10 +25,9 @@ _EXTRA_MISSING = "WasiCodeRuntime needs the codemode extra: pip install 'dsh-tri
 
 def _guest_argv() -> list[str]:
     """The interpreter's command line: the guest, then a call of its ``main`` with the
-    source of the program module, which the trusted runtime runs in the host."""
+    source of the program-side modules, which the trusted runtime runs in the host."""
     guest = importlib.resources.files(__package__).joinpath("_guest.py").read_text("utf-8")
-    program = importlib.resources.files("dsh_tools").joinpath("_code_program.py")
-    source = guest + f"\nmain({program.read_text('utf-8')!r})\n"
+    source = guest + f"\nmain({guest_source()!r})\n"
     return ["python", "-I", "-S", "-c", source]
 
 
@@ -121,7 +121,10 @@ class WasiCodeRuntime:
         dispatch: Dispatch,
         limits: CodeRunLimits,
     ) -> CodeRunOutcome:
-        """Run ``code`` in a fresh sandbox (the ``CodeRuntime`` contract, code-mode §7.1).
+        """Run ``code`` in a fresh sandbox, as the ``CodeRuntime`` protocol describes.
+
+        Returns once the program has ended and its sandbox is gone; if the task is
+        cancelled, the program is stopped first, then ``Cancelled`` propagates.
 
         Raises:
             CodeRunFailedError: the program failed or hit a limit, or the module could not
