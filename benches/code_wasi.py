@@ -9,7 +9,7 @@ once, in an order rotated from repeat to repeat, so load on the machine spreads 
 - ``warm``: ``run_code`` with ``return 1`` through ``ToolRuntime.execute`` (cache present).
 - ``cold``: a new runtime with an empty cache folder, ``prepare`` plus its first run.
 - ``wasi-0`` / ``wasi-N``: a program making 0 / N sequential calls of a no-op tool; the same
-  for ``TrustedCodeRuntime`` (``trusted-0`` / ``trusted-N``) when it is installed.
+  for ``TrustedCodeRuntime`` (``trusted-0`` / ``trusted-N``).
 - ``gather`` / ``sequential``: N calls of a tool sleeping 10 ms, gathered / one by one.
 - ``asyncio`` / ``plain``: ``import asyncio`` then ``return 1`` / ``return 1``.
 """
@@ -29,7 +29,13 @@ import attrs
 import trio
 
 from dsh_tools import RUN_CODE_NAME, ToolCall, ToolRuntime
-from dsh_tools.code import PYTHON_WASM_SHA256, CodeRunLimits, CodeRuntime, WasiCodeRuntime
+from dsh_tools.code import (
+    PYTHON_WASM_SHA256,
+    CodeRunLimits,
+    CodeRuntime,
+    TrustedCodeRuntime,
+    WasiCodeRuntime,
+)
 
 from ._harness import fmt_ratio, markdown_table
 
@@ -119,15 +125,6 @@ async def _sleepy(name: str, args: object) -> Any:
     return None
 
 
-def _trusted() -> CodeRuntime | None:
-    try:
-        from dsh_tools.code import TrustedCodeRuntime  # type: ignore[attr-defined,unused-ignore]
-    except ImportError:  # a checkout without the trusted runtime: P3 is "not measured"
-        return None
-    runtime: CodeRuntime = TrustedCodeRuntime()
-    return runtime
-
-
 def _warm_runner(runtime: WasiCodeRuntime) -> Callable[[], Awaitable[object]]:
     """``run_code`` with ``return 1`` through ``ToolRuntime.execute``."""
     tools = ToolRuntime(mode="code", code_runtime=runtime)
@@ -184,7 +181,7 @@ async def _measure(
     runtime = WasiCodeRuntime(cache_dir=cache)
     await runtime.prepare()
     compiled = cache_file(cache)
-    trusted = _trusted()
+    trusted = TrustedCodeRuntime()
     warm = _warm_runner(runtime)
 
     async def wasi(code: str, dispatch: Callable[[str, object], Awaitable[Any]]) -> None:
@@ -204,9 +201,8 @@ async def _measure(
         "asyncio": lambda: wasi("import asyncio\nreturn 1", _noop),
         "plain": lambda: wasi("return 1", _noop),
     }
-    if trusted is not None:
-        measures["trusted-0"] = lambda: _run_trusted(trusted, _program(0))
-        measures["trusted-N"] = lambda: _run_trusted(trusted, _program(calls))
+    measures["trusted-0"] = lambda: _run_trusted(trusted, _program(0))
+    measures["trusted-N"] = lambda: _run_trusted(trusted, _program(calls))
     bench = WasiBench(calls=calls, repeats=repeats)
     for key in measures:  # one untimed run of each: imports, thread cache, first-use costs
         await measures[key]()

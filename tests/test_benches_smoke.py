@@ -284,14 +284,15 @@ def test_l102_code_wasi_scenario_at_a_tiny_size(wasi_cache_dir: Path) -> None:
     bench = code_wasi.measure(
         calls=3, repeats=2, cold_repeats=0, cache_dir=wasi_cache_dir, progress=_quiet
     )
-    measured = {"bare", "warm", "wasi-0", "wasi-N", "gather", "sequential", "asyncio", "plain"}
+    measured = {"bare", "warm", "wasi-0", "wasi-N", "trusted-0", "trusted-N"}
+    measured |= {"gather", "sequential", "asyncio", "plain"}
     assert measured <= set(bench.samples)
     assert all(len(bench.samples[key]) == 2 for key in measured)
     assert all(v > 0 for values in bench.samples.values() for v in values)
     assert "cold" not in bench.samples
     values = code_wasi.ratios(bench)
     assert values["P2"] is None
-    assert all(values[name] is not None for name in ("P1", "P4", "P6"))
+    assert all(values[name] is not None for name in ("P1", "P3", "P4", "P6"))
     text = code_wasi.report(bench)
     for name in ("P1", "P2", "P3", "P4", "P6"):
         assert f"| {name} |" in text

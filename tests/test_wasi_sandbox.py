@@ -33,9 +33,11 @@ from dsh_tools.code import (
     PYTHON_WASM_SIZE,
     CodeRunFailureKind,
     CodeRunLimits,
+    TrustedCodeRuntime,
     WasiCodeRuntime,
 )
 
+from .code_corpus import CORPUS, CodeCase, check_case
 from .wasi_helpers import ToolHost, busy_threads, failure, inside, run_program
 
 if TYPE_CHECKING:
@@ -607,3 +609,19 @@ async def test_l101_cancelled_before_the_guest_starts(runtime: WasiCodeRuntime) 
     assert [type(exc) for exc in raised] == [trio.Cancelled], repr(raised)
     assert busy_threads() == before
     assert (await run_program(runtime, "return 5")).result == 5
+
+
+# --- L-093 parity with the trusted runtime ----------------------------------------------
+
+
+@pytest.mark.parametrize("case", CORPUS, ids=[case.id for case in CORPUS])
+async def test_l093_the_shared_corpus_under_both_runtimes(
+    runtime: WasiCodeRuntime, case: CodeCase
+) -> None:
+    """L-093: every program of the shared corpus gives the same logs, result, kind, detail
+    and dispatched calls under ``TrustedCodeRuntime`` and ``WasiCodeRuntime`` (each is
+    checked against the corpus's one expectation)."""
+    trusted = await check_case(TrustedCodeRuntime(), case)
+    sandboxed = await check_case(runtime, case)
+    assert sandboxed.calls == trusted.calls
+    assert sandboxed.cancelled == trusted.cancelled
