@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Final
 
 import attrs
 
-from . import abort, adapters, aio, makespan, memory, overhead, streaming
+from . import abort, adapters, aio, code, makespan, memory, overhead, streaming
 from ._harness import HEAP_CONDITIONS, HeapMode, environment, markdown_table
 
 if TYPE_CHECKING:
@@ -40,6 +40,7 @@ SCENARIOS: Final = (
     "adapters",
     "mcp",
     "aio",
+    "code",
     "code-wasi",
 )
 
@@ -72,6 +73,9 @@ class Plan:
     aio_n: int = 1000  # calls per large batch (Y-P2, Y-P3)
     aio_callers: int = 10  # concurrent asyncio callers (Y-P3)
     aio_repeats: int = 31
+    code_n: int = 100  # sub-calls per run_code and calls per batch (code-mode §10 P5)
+    code_repeats: int = 15
+    code_inner: int = 10  # runs per sample
     wasi_calls: int = 100  # sub-calls per program (code-mode §10 P3, P4)
     wasi_repeats: int = 9
     wasi_cold_repeats: int = 1  # each one is a full compile (~20 s on 2 cores)
@@ -120,6 +124,8 @@ QUICK: Final = Plan(
     mcp_repeats=10,
     aio_inner=50,
     aio_repeats=3,
+    code_repeats=5,
+    code_inner=3,
     wasi_repeats=3,
 )
 
@@ -302,6 +308,12 @@ def run_scenarios(
             )
             body = aio.report(bridge)
             title = "The asyncio bridge (dsh_sched.aio)"
+        elif scenario == "code":
+            costs = code.measure(
+                n=plan.code_n, repeats=plan.code_repeats, inner=plan.code_inner, progress=progress
+            )
+            body = code.report(costs)
+            title = "Code Mode (code-mode §10)"
         elif scenario == "code-wasi":
             from . import code_wasi  # needs the codemode extra; imported only when asked for
 

@@ -1,8 +1,7 @@
 """Shared building blocks for the Code Mode lane tests (``test_code_*``).
 
 A "program" is a :class:`~dsh_tools.testing.ScriptedCodeRuntime` script. :func:`code_runtime`
-builds a runtime that can run it: one ``run_code`` tool whose body hands the script to the
-lane, exactly as the real ``run_code`` body does after its argument checks.
+builds a Code Mode runtime that runs it when the model calls ``run_code``.
 """
 
 from __future__ import annotations
@@ -28,27 +27,15 @@ from dsh_tools import (
     ToolRuntime,
     define_tool,
 )
-from dsh_tools._code_run import run_code_body
 from dsh_tools.code import CodeRunLimits, CodeRunOutcome, Dispatch, ToolCallError
 from dsh_tools.testing import ScriptedCodeRuntime
 
 __all__ = ["RUN", "Script", "Trace", "code_runtime", "gather", "run_program", "submit", "tool"]
 
-#: The name the tests call the program tool by.
-RUN = "run_prog"
+#: The tool the model calls.
+RUN = "run_code"
 
 Script = Callable[[Dispatch, tuple[str, ...], CodeRunLimits], Awaitable[CodeRunOutcome]]
-
-_OUTPUT_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {"logs": {"type": "array", "items": {"type": "string"}}, "result": {}},
-    "required": ["logs"],
-    "additionalProperties": False,
-}
-
-
-def _render(args: object, value: Any) -> list[TextContent]:
-    return [TextContent(json.dumps(value, default=list))]
 
 
 def code_runtime(
@@ -56,38 +43,14 @@ def code_runtime(
     *,
     max_parallel_sub_calls: int = 10,
     limits: CodeRunLimits | None = None,
-    timeout: float | None = None,
 ) -> tuple[ToolRuntime, ScriptedCodeRuntime]:
-    """A runtime with a program tool that runs ``script`` through the sub-call lane."""
-    runtime = ToolRuntime(max_parallel_sub_calls=max_parallel_sub_calls)
+    """A Code Mode runtime (mode ``code``) whose code runtime plays ``script``."""
     scripted = ScriptedCodeRuntime(script)
-    run_limits = CodeRunLimits() if limits is None else limits
-
-    async def body(args: JsonValue, ctx: ToolRunContext) -> object:
-        assert isinstance(args, dict)
-        names = tuple(sorted(s.name for s in runtime.schemas(ctx.scope) if s.name != RUN))
-        return await run_code_body(
-            runtime=runtime,
-            code_runtime=scripted,
-            limits=run_limits,
-            code=args["code"],
-            tools=names,
-            ctx=ctx,
-        )
-
-    runtime.register(
-        define_tool(
-            name=RUN,
-            description="Run a program.",
-            parameters={
-                "type": "object",
-                "properties": {"code": {"type": "string"}},
-                "required": ["code"],
-            },
-            output=Output(schema=_OUTPUT_SCHEMA, render=_render),
-            execute=body,
-            timeout=timeout,
-        )
+    runtime = ToolRuntime(
+        mode="code",
+        code_runtime=scripted,
+        code_limits=limits,
+        max_parallel_sub_calls=max_parallel_sub_calls,
     )
     return runtime, scripted
 
@@ -101,12 +64,12 @@ async def run_program(
     code: str = "pass",
     root_call_id: str | None = None,
 ) -> ToolResult:
-    """Execute the program tool once, as a model-direct call."""
+    """Execute ``run_code`` once, as a model-direct call."""
     return await runtime.execute(
         ToolCall(
             call_id=call_id,
             name=RUN,
-            arguments={"code": code},
+            arguments={"code": code, "description": "A test program."},
             scope=scope,
             abort=Abort() if abort is None else abort,
             root_call_id=root_call_id,
@@ -115,6 +78,10 @@ async def run_program(
 
 
 Body = Callable[[JsonValue, ToolRunContext], Awaitable[object]]
+
+
+def _render(args: object, value: Any) -> list[TextContent]:
+    return [TextContent(json.dumps(value, default=list))]
 
 
 def tool(

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import attrs
 import pytest
-from benches import abort, adapters, aio, makespan, memory, overhead, run, streaming
+from benches import abort, adapters, aio, code, makespan, memory, overhead, run, streaming
 from benches.ab import PAIRS, measure_ab, report
 from benches.profile import profile_system
 
@@ -133,6 +133,20 @@ def test_abort_latency_commits_every_call() -> None:
     assert "dsh-trio: fire the batch Abort" in abort.report(result, [5])
 
 
+def test_l102_code_scenario_measures_every_ratio() -> None:
+    """L-102: the ``code`` scenario runs at a tiny size: both sides of every measure are
+    sampled and the table has one row per measure (no timing assertion)."""
+    result = code.measure(n=3, repeats=2, inner=1, progress=_quiet)
+    for m in code.MEASURES:
+        for side in ("numerator", "denominator"):
+            stats = result.stats(m.key, side)
+            assert stats is not None
+            assert stats.count == 2
+    text = code.report(result)
+    assert "| P5 | lane overhead |" in text
+    assert "not measured" in code.report(code.CodeResult(n=3))
+
+
 def test_adapters_compares_every_provider_and_target() -> None:
     """A-P1, A-P2, A-P3: each adapter is timed against a baseline that builds the same value."""
     result = adapters.measure(4, repeats=1, inner=1, progress=_quiet)
@@ -197,6 +211,9 @@ def test_run_every_scenario_with_a_tiny_plan(wasi_cache_dir: Path) -> None:
         aio_n=3,
         aio_callers=2,
         aio_repeats=1,
+        code_n=3,
+        code_repeats=1,
+        code_inner=1,
         wasi_calls=2,
         wasi_repeats=1,
         wasi_cold_repeats=0,
@@ -221,6 +238,7 @@ def test_run_every_scenario_with_a_tiny_plan(wasi_cache_dir: Path) -> None:
         "## Provider adapters against hand-written code",
         "## MCP tool sources (integrations §4.7)",
         "## The asyncio bridge (dsh_sched.aio)",
+        "## Code Mode (code-mode §10)",
         "## Code Mode in the WASI sandbox (code-mode §10 P1–P4, P6)",
     ]
 

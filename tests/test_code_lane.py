@@ -11,9 +11,14 @@ import trio
 import trio.testing
 
 from dsh_tools import (
+    ABORTED,
+    TOOL_TIMEOUT,
+    Abort,
+    Accept,
     Block,
     Deny,
     ExecutionToken,
+    ImageContent,
     JsonValue,
     PostDecision,
     PreDecision,
@@ -21,11 +26,28 @@ from dsh_tools import (
     ToolExecution,
     ToolResult,
     ToolRunContext,
+    ToolTimeoutError,
     UserMessage,
+    error_result,
     thaw_json,
 )
-from dsh_tools.code import CodeRunLimits, CodeRunOutcome, Dispatch, ToolCallError
+from dsh_tools.code import CODE_MODE_SOURCE, CodeRunLimits, CodeRunOutcome, Dispatch, ToolCallError
 from tests.code_helpers import Trace, code_runtime, gather, run_program, submit, tool
+
+
+async def _two_second_deadline(execution: ToolExecution, call_next: Any) -> ToolResult:
+    if execution.name != "run_code":
+        result: ToolResult = await call_next()
+        return result
+    with trio.move_on_after(2):
+        result = await call_next()
+        return result
+    return error_result(ToolTimeoutError(2.0))
+
+
+def _code(result: ToolResult) -> str | None:
+    error = result.error
+    return None if error is None or error.info is None else error.info.code
 
 
 def _calls(*names: str) -> list[tuple[str, object]]:
@@ -450,3 +472,401 @@ async def test_l035_l085_refused_calls_create_nothing() -> None:
         "run_code sub-call limit reached (2 calls)",
     ]
     assert trace.kinds("S") == [("S", "c1:code:1"), ("S", "c1:code:2")]
+
+
+async def test_l036_l037_one_frozen_snapshot_even_5000_deep() -> None:
+    """L-036, L-037: the program mutating its dict after the call changes nothing; the body
+    cannot mutate its arguments; 5000-deep arguments are dispatched and carried by both
+    events (and their JSON) without recursion errors."""
+    trace = Trace()
+    bodies: list[object] = []
+
+    async def body(args: JsonValue, ctx: ToolRunContext) -> object:
+        assert isinstance(args, dict)
+        try:
+            args["x"] = 2
+        except TypeError as exc:
+            bodies.append(type(exc).__name__)
+        return "ok"
+
+    deep: Any = []
+    for _ in range(5000):
+        deep = [deep]
+
+    async def script(dispatch: Dispatch, tools: tuple[str, ...], limits: CodeRunLimits) -> Any:
+        args: dict[str, Any] = {"x": 1, "deep": deep}
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(dispatch, "safe", args)
+            await trio.testing.wait_all_tasks_blocked()
+            args["x"] = 99
+        return CodeRunOutcome()
+
+    runtime, _ = code_runtime(script)
+    runtime.register(tool("safe", body))
+    trace.install(runtime)
+    await run_program(runtime)
+    assert bodies == ["TypeError"]
+    start, settle = trace.starts[0], trace.settles[0]
+    assert start.arguments is settle.arguments is start.execution.arguments
+    assert isinstance(start.arguments, dict)
+    assert start.arguments["x"] == 1
+    data = settle.to_json()["arguments"]
+    assert isinstance(data, dict)
+    depth, node = 0, data["deep"]
+    while node:
+        node, depth = node[0], depth + 1
+    assert depth == 5000
+
+
+async def test_l038_contexts_stay_on_a_failed_run() -> None:
+    """L-038: contexts deferred by sub-calls stay on run_code's error result, in
+    submission order."""
+
+    async def body(args: JsonValue, ctx: ToolRunContext) -> object:
+        assert isinstance(args, dict)
+        ctx.defer_context(UserMessage(content=[TextContent(f"note {args['n']}")]))
+        return None
+
+    async def script(dispatch: Dispatch, tools: tuple[str, ...], limits: CodeRunLimits) -> Any:
+        await gather(dispatch, _calls("safe", "safe"))
+        raise ValueError("program bug")
+
+    runtime, _ = code_runtime(script)
+    runtime.register(tool("safe", body))
+    result = await run_program(runtime)
+    assert result.is_error
+    assert result.content == (TextContent("Error: code run failed (internal): program bug"),)
+    assert [m.content for m in result.additional_contexts] == [
+        (TextContent("note 0"),),
+        (TextContent("note 1"),),
+    ]
+
+
+_IMAGE = ImageContent(data="aGk=", mime_type="image/png")
+
+
+def _with_image(args: object, value: object) -> list[Any]:
+    return [TextContent("look"), _IMAGE]
+
+
+@pytest.mark.parametrize("case", ["image", "blocked", "replaced", "failed"])
+async def test_l039_an_image_result_adds_a_code_mode_message(case: str) -> None:
+    """L-039: a successful sub-result whose final content holds an image adds one message
+    with that content and the Code Mode source, after the sub-call's own contexts; none when
+    a post hook blocked it or replaced the content without the image, none for a failure."""
+
+    async def body(args: JsonValue, ctx: ToolRunContext) -> object:
+        ctx.defer_context(UserMessage(content=[TextContent("own")]))
+        if case == "failed":
+            raise RuntimeError("no picture")
+        return "picture"
+
+    async def post(execution: ToolExecution, result: ToolResult, call_next: Any) -> PostDecision:
+        if execution.name == "shot" and case == "blocked":
+            return Block("hidden")
+        if execution.name == "shot" and case == "replaced":
+            return Accept(content=[TextContent("described")])
+        decision: PostDecision = await call_next()
+        return decision
+
+    async def script(dispatch: Dispatch, tools: tuple[str, ...], limits: CodeRunLimits) -> Any:
+        with contextlib.suppress(ToolCallError):
+            await dispatch("shot", {})
+        return CodeRunOutcome()
+
+    runtime, _ = code_runtime(script)
+    runtime.register(tool("shot", body, render=_with_image))
+    runtime.on_post_execute(post)
+    result = await run_program(runtime)
+    contexts = result.additional_contexts
+    images = [m for m in contexts if m.source == CODE_MODE_SOURCE]
+    if case == "image":
+        assert [m.content for m in contexts] == [
+            (TextContent("own"),),
+            (TextContent("look"), _IMAGE),
+        ]
+        assert contexts[1].source == {"kind": "plugin", "plugin": "tools-code-mode"}
+    else:
+        assert images == []
+        # A block drops the sub-result's own contexts (runtime.md §7.5); the others keep it.
+        assert len(contexts) == (0 if case == "blocked" else 1)
+
+
+async def test_l050_l054_event_content_is_the_final_content_and_never_a_context() -> None:
+    """L-050, L-054: the settle event's content is exactly the sub-result's final content
+    (an image and 100,000 characters of text); code-dispatch events never become contexts:
+    the outer contexts are exactly the sub-calls' contexts and image messages."""
+    trace = Trace()
+    long_text = TextContent("y" * 100_000)
+
+    def render(args: object, value: object) -> list[Any]:
+        return [_IMAGE, long_text]
+
+    async def script(dispatch: Dispatch, tools: tuple[str, ...], limits: CodeRunLimits) -> Any:
+        await dispatch("shot", {})
+        return CodeRunOutcome()
+
+    runtime, _ = code_runtime(script)
+    runtime.register(tool("shot", trace.body(0), render=render))
+    trace.install(runtime)
+    result = await run_program(runtime)
+    settle = trace.settles[0]
+    assert settle.content == settle.result.content == (_IMAGE, long_text)
+    assert [m.content for m in result.additional_contexts] == [(_IMAGE, long_text)]
+
+
+async def test_l044_l088_code_dispatch_observers_are_scoped() -> None:
+    """L-044, L-088: a scope-less run reaches global observers only; a run in a child scope
+    reaches the global ones, its own scope's and its ancestors', never a sibling's."""
+    seen: list[str] = []
+
+    async def script(dispatch: Dispatch, tools: tuple[str, ...], limits: CodeRunLimits) -> Any:
+        await dispatch("safe", {})
+        return CodeRunOutcome()
+
+    runtime, _ = code_runtime(script)
+    runtime.register(tool("safe", Trace().body(0)))
+    runtime.on_code_dispatch_start(lambda e: seen.append(f"global start {e.sub_call_id}"))
+    runtime.on_code_dispatch(lambda e: seen.append(f"global settle {e.sub_call_id}"))
+    parent = runtime.open_scope(name="parent")
+    child = runtime.open_scope(parent=parent, name="child")
+    sibling = runtime.open_scope(name="sibling")
+    for scope in (parent, child, sibling):
+        name = scope.name
+        scope.on_code_dispatch_start(lambda e, name=name: seen.append(f"{name} start"))
+        scope.on_code_dispatch(lambda e, name=name: seen.append(f"{name} settle"))
+    await run_program(runtime, call_id="a")
+    assert seen == ["global start a:code:1", "global settle a:code:1"]
+    seen.clear()
+    await run_program(runtime, call_id="b", scope=child)
+    assert seen == [
+        "global start b:code:1",
+        "parent start",
+        "child start",
+        "global settle b:code:1",
+        "parent settle",
+        "child settle",
+    ]
+
+
+async def test_l042_l053_the_outer_abort_stops_the_run(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """L-042, L-053: the outer Abort fires with one sub-call running and one queued: the
+    running one is ABORTED (settle event, no post-execute), the queued one is refused with
+    no event, and execute() returns ABORTED once all that is done; a call submitted after
+    that is refused the same way and never dispatched."""
+    trace = Trace()
+    posts: list[str] = []
+    got: list[object] = []
+    kept: list[Dispatch] = []
+    outer_abort = Abort()
+
+    async def post(execution: ToolExecution, result: ToolResult, call_next: Any) -> PostDecision:
+        posts.append(execution.call_id)
+        decision: PostDecision = await call_next()
+        return decision
+
+    async with trio.open_nursery() as outer:
+
+        async def script(dispatch: Dispatch, tools: tuple[str, ...], limits: CodeRunLimits) -> Any:
+            kept.append(dispatch)
+            await submit(outer, dispatch, "writer", {}, got)
+            await submit(outer, dispatch, "writer", {}, got)
+            await trio.sleep(100)
+            raise AssertionError("unreachable")
+
+        runtime, _ = code_runtime(script)
+        runtime.register(tool("writer", trace.body(10), parallel=False))
+        runtime.on_post_execute(post)
+        trace.install(runtime)
+
+        async def fire() -> None:
+            await trio.sleep(2)
+            outer_abort.abort("user stop")
+
+        outer.start_soon(fire)
+        result = await run_program(runtime, abort=outer_abort)
+        # Everything settled before execute() returned.
+        assert trace.kinds("S", "D") == [("S", "c1:code:1"), ("D", "c1:code:1", True)]
+    message = "run_code run is over (run_code aborted); writer tool call abandoned"
+    # The two waiters were resolved together: they ran in either order.
+    assert sorted(str(g) for g in got) == [message, "tool call aborted: run_code aborted"]
+    assert _code(result) == ABORTED
+    assert _code(trace.settles[0].result) == ABORTED
+    assert [p for p in posts if ":code:" in p] == []
+    assert trio.current_time() == 2.0
+    with pytest.raises(ToolCallError, match=r"^run_code run is over \(run_code aborted\); w"):
+        await kept[0]("writer", {})
+    assert len(trace.starts) == 1
+
+
+async def test_l043_a_failing_program_settles_its_sub_calls_first(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """L-043: a runtime that starts a sub-call, then raises CodeRunFailedError: the sub-call
+    is aborted, committed and its settle event emitted before run_code's error result."""
+    from dsh_tools import CodeRunFailedError
+
+    trace = Trace()
+    order: list[str] = []
+    got: list[object] = []
+
+    async with trio.open_nursery() as outer:
+
+        async def script(dispatch: Dispatch, tools: tuple[str, ...], limits: CodeRunLimits) -> Any:
+            await submit(outer, dispatch, "slow", {}, got)
+            await trio.sleep(1)
+            raise CodeRunFailedError.for_run("exception", "ValueError: bad (line 2)", ["hi"])
+
+        runtime, _ = code_runtime(script)
+        runtime.register(tool("slow", trace.body(10)))
+        runtime.on_code_dispatch(lambda e: order.append(f"settle {e.sub_call_id}"))
+        runtime.on_result(lambda execution, result: order.append(f"result {execution.call_id}"))
+        result = await run_program(runtime)
+    assert order == ["result c1:code:1", "settle c1:code:1", "result c1"]
+    assert result.content == (
+        TextContent(
+            "Error: code run failed (exception): ValueError: bad (line 2)\nCaptured output:\nhi"
+        ),
+    )
+    assert [str(g) for g in got] == ["tool call aborted: run_code settled"]
+    assert trio.current_time() == 1.0
+
+
+async def test_l084_dispatch_is_a_checkpoint_and_waiters_can_leave(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """L-084: a success returns the frozen value; every path of dispatch is a checkpoint;
+    cancelling a task awaiting dispatch leaves the sub-call running until settlement aborts
+    it (its settle event is emitted)."""
+    trace = Trace()
+    values: list[object] = []
+
+    async def script(dispatch: Dispatch, tools: tuple[str, ...], limits: CodeRunLimits) -> Any:
+        value = await dispatch("quick", {"k": [1]})
+        values.append(value)
+        with trio.testing.assert_checkpoints():
+            await dispatch("quick", {})
+        for name, args in (("nope", {}), ("quick", {1: 2})):
+            with trio.testing.assert_checkpoints(), pytest.raises(ToolCallError):
+                await dispatch(name, args)
+        with trio.move_on_after(1):
+            await dispatch("slow", {})
+        values.append(trace.running)  # the body still runs
+        return CodeRunOutcome()
+
+    runtime, _ = code_runtime(script)
+    runtime.register(tool("quick", trace.body(0)))
+    runtime.register(tool("slow", trace.body(10)))
+    trace.install(runtime)
+    await run_program(runtime)
+    assert values[0] == {"k": (1,)}
+    assert type(values[0]).__name__ == "FrozenDict"
+    assert values[1] == 1
+    assert trace.kinds("D")[-1] == ("D", "c1:code:3", True)
+    assert trace.settles[-1].result.error is not None
+    assert _code(trace.settles[-1].result) == ABORTED
+
+
+async def test_l086_sub_call_calls(autojump_clock: trio.testing.MockClock) -> None:
+    """L-086: ids count accepted calls from 1 (refused ones skipped); every sub-call has
+    the run_code call's scope, its token as parent and its root; all share one run Abort,
+    distinct from the outer one, which fires with "run_code settled" after the program."""
+    trace = Trace()
+    outer_tokens: list[ExecutionToken] = []
+    aborted_during: list[bool] = []
+
+    async def script(dispatch: Dispatch, tools: tuple[str, ...], limits: CodeRunLimits) -> Any:
+        await dispatch("safe", {})
+        with contextlib.suppress(ToolCallError):
+            await dispatch("missing", {})
+        await dispatch("safe", {})
+        aborted_during.append(trace.starts[0].execution.abort.aborted)
+        return CodeRunOutcome()
+
+    runtime, _ = code_runtime(script)
+    runtime.register(tool("safe", trace.body(0)))
+    trace.install(runtime)
+    runtime.on_result(
+        lambda execution, result: (
+            outer_tokens.append(execution.token) if execution.parent is None else None
+        )
+    )
+    scope = runtime.open_scope(name="agent")
+    outer_abort = Abort()
+    await run_program(runtime, call_id="x", scope=scope, abort=outer_abort, root_call_id="r")
+    executions = [e.execution for e in trace.starts]
+    assert [e.call_id for e in executions] == ["x:code:1", "x:code:2"]
+    assert all(e.scope is scope for e in executions)
+    assert all(e.parent is outer_tokens[0] for e in executions)
+    assert all(e.root_call_id == "r" for e in executions)
+    run_abort = executions[0].abort
+    assert executions[1].abort is run_abort
+    assert run_abort is not outer_abort
+    assert aborted_during == [False]
+    assert run_abort.aborted
+    assert run_abort.reason == "run_code settled"
+    assert not outer_abort.aborted
+
+
+@pytest.mark.parametrize("how", ["caller", "timeout"])
+async def test_l087_native_cancellation_of_run_code(
+    how: str, autojump_clock: trio.testing.MockClock
+) -> None:
+    """L-087: cancelled natively (the caller's scope, or a timeout policy deadline), running
+    sub-calls are finished with their cancelled results (no post-execute, a decided error
+    kept), settle events are emitted without the log waterfall, and their contexts are on
+    the ABORTED (or TOOL_TIMEOUT) outer result; the caller's Cancelled propagates."""
+    trace = Trace()
+    posts: list[str] = []
+    logged: list[str] = []
+    outer: list[ToolResult] = []
+
+    async def noted(args: JsonValue, ctx: ToolRunContext) -> object:
+        ctx.defer_context(UserMessage(content=[TextContent("before the sleep")]))
+        await trio.sleep(10)
+        return None
+
+    async def post(execution: ToolExecution, result: ToolResult, call_next: Any) -> PostDecision:
+        posts.append(execution.call_id)
+        decision: PostDecision = await call_next()
+        return decision
+
+    async def log_hook(event: Any, call_next: Any) -> Any:
+        logged.append(event.sub_call_id)
+        return await call_next()
+
+    async def script(dispatch: Dispatch, tools: tuple[str, ...], limits: CodeRunLimits) -> Any:
+        await gather(dispatch, [("noted", {}), ("failing", {})])
+        raise AssertionError("unreachable")
+
+    runtime, _ = code_runtime(script)
+    runtime.register(tool("noted", noted))
+    runtime.register(tool("failing", trace.body(1, fail="decided")))
+    runtime.on_post_execute(post)
+    runtime.on_code_dispatch_log(log_hook)
+    runtime.on_result(lambda e, r: outer.append(r) if e.parent is None else None)
+    trace.install(runtime)
+    if how == "timeout":
+        # run_code declares no timeout of its own: a wrapper gives it a policy's deadline.
+        runtime.wrap_execute(_two_second_deadline)
+        result = await run_program(runtime)
+    else:
+        with trio.move_on_after(2) as cancel_scope:
+            await run_program(runtime)
+        assert cancel_scope.cancelled_caught
+        result = outer[0]
+    assert trio.current_time() == 2.0
+    assert [p for p in posts if ":code:" in p] == []
+    assert logged == []
+    assert [(s.sub_call_id, s.is_error) for s in trace.settles] == [
+        ("c1:code:1", True),
+        ("c1:code:2", True),
+    ]
+    first, second = (s.result for s in trace.settles)
+    assert _code(first) == ABORTED
+    assert second.error is not None
+    assert second.error.message == "decided"
+    assert _code(result) == (TOOL_TIMEOUT if how == "timeout" else ABORTED)
+    assert [m.content for m in result.additional_contexts] == [(TextContent("before the sleep"),)]

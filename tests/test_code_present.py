@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import pytest
 import trio
+from hypothesis import given
+from hypothesis import strategies as st
 
 import dsh_tools
 from dsh_sched import ModelToolCall, run_tool_calls
@@ -33,6 +35,7 @@ from dsh_tools import (
 )
 from dsh_tools.code import CodeRunLimits, CodeRunOutcome
 from dsh_tools.lowlevel import NeedsFinish, cancelled_result, create, finish, prepare
+from dsh_tools.testing import PipelineInvariants
 from tests.helpers import call, error_text, exactly, make_echo, nest, raw_tool, run
 
 if TYPE_CHECKING:
@@ -627,7 +630,10 @@ async def test_l057_collapse_through_run_tool_calls() -> None:
         ModelToolCall(call_id="c1", name="t", arguments="{}"),
         ModelToolCall(call_id="c2", name="t", arguments="{}"),
     ]
+    invariants = PipelineInvariants()
+    invariants.install(runtime)
     outcome = await run_tool_calls(runtime, calls)
+    assert invariants.violations == []
     assert [c.mode for c in outcome.results] == [ExecutionMode.EXCLUSIVE] * 2
     assert [c.synthetic for c in outcome.results] == [False, False]
     assert [error_text(c.result) for c in outcome.results] == [collapsed_text("t")] * 2
@@ -793,3 +799,63 @@ def test_l005_a_5000_deep_output_schema_in_the_prompt() -> None:
     # Depths 0 to 32 render; the node at depth 33 is Any.
     assert "list[" * 33 + "Any" + "]" * 33 in code
     assert "list[" * 34 not in code
+
+
+# -- every view reads one effective mode -----------------------------------------------------
+
+_MODES = [None, "native", "code", "both"]
+
+
+@given(
+    runtime_mode=st.sampled_from(["native", "code", "both"]),
+    parents=st.lists(st.integers(min_value=-1, max_value=6), min_size=1, max_size=7),
+    declared=st.lists(st.sampled_from(_MODES), min_size=7, max_size=7),
+    closed=st.sets(st.integers(min_value=0, max_value=6), max_size=2),
+)
+def test_views_agree_with_a_model_of_the_effective_mode(
+    runtime_mode: str, parents: list[int], declared: list[str | None], closed: set[int]
+) -> None:
+    """L-059, L-060, L-063: a random scope tree with random declarations (some scopes
+    closed); ``get``, ``schemas``, ``execution_mode`` and the prompt all follow the nearest
+    active declaration, else the runtime's mode."""
+    runtime = ToolRuntime(mode=runtime_mode, code_runtime=FakeCodeRuntime())
+    runtime.register(raw_tool("par", is_concurrency_safe=True))
+    scopes: list[dsh_tools.Scope] = []
+    parent_of: list[int | None] = []
+    for i, p in enumerate(parents):
+        parent = None if p < 0 or p >= i else p
+        parent_of.append(parent)
+        scopes.append(runtime.open_scope(parent=None if parent is None else scopes[parent]))
+        if declared[i] is not None:
+            scopes[i].present_as(declared[i])  # type: ignore[arg-type]
+    for i in sorted(closed):
+        if i < len(scopes):
+            scopes[i].close()
+
+    def is_closed(i: int) -> bool:
+        # Closing a scope closes its descendants.
+        node: int | None = i
+        while node is not None:
+            if node in closed:
+                return True
+            node = parent_of[node]
+        return False
+
+    def model(i: int) -> str:
+        node: int | None = i
+        while node is not None:
+            if declared[node] is not None and not is_closed(node):
+                return declared[node]  # type: ignore[return-value]
+            node = parent_of[node]
+        return runtime_mode
+
+    for i, scope in enumerate(scopes):
+        mode = model(i)
+        assert (runtime.get("run_code", scope) is not None) == (mode != "native")
+        expected = {"native": ["par"], "code": ["run_code"], "both": ["par", "run_code"]}[mode]
+        assert names(runtime, scope) == expected
+        parallel = runtime.execution_mode(call("par", scope=scope)) is ExecutionMode.PARALLEL
+        assert parallel == (mode != "code")
+        prompt = runtime.code_mode_prompt(scope)
+        assert (prompt.rule == RULE) == (mode == "code")
+        assert (prompt.sdk != "") == (mode != "native")

@@ -22,7 +22,7 @@ import timeline_scenarios
 from docutils import nodes
 from sphinx.util.docutils import SphinxDirective
 
-_SECTION = r"(?:(?:[a-z_-]+\.md|integrations|runtime|scheduler)\s+)?§[\d.]*\d"
+_SECTION = r"(?:(?:[a-z_-]+\.md|integrations|runtime|scheduler|code-mode)\s+)?§[\d.]*\d"
 _ITEM = r"(?:[A-Z]{1,2}-\d{3}|I\d{1,2})\b"
 _REF = rf"(?:{_SECTION}|{_ITEM})"
 _REFS = rf"{_REF}(?:,\s*{_REF})*"

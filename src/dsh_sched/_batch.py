@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, final
 import trio
 
 from dsh_tools import Abort, ExecutionToken, Scope, ToolRuntime
-from dsh_tools.lowlevel import exception_leaves, is_cancellation
+from dsh_tools.lowlevel import is_cancellation, split_cancelled
 
 from ._batch_args import validate
 from ._batch_iter import BatchIterator
@@ -289,7 +289,9 @@ class Batch:
         try:
             await self._nursery_cm.__aexit__(None, None, None)
         except BaseException as nursery_exc:
-            cancelled = self._sort_nursery_exception(nursery_exc)
+            # The batch's tasks let nothing but cancellation escape, but trio may add a
+            # KeyboardInterrupt delivered to the task waiting in the nursery's exit.
+            cancelled = split_cancelled(nursery_exc, driver.note_native)
 
         if not driver.done and driver.failure is None:
             # The driver was cut short by cancellation (the caller's, or ours after a
@@ -331,25 +333,6 @@ class Batch:
             raise cancelled from None
         self.outcome = driver.final
         return False
-
-    def _sort_nursery_exception(self, exc: BaseException) -> trio.Cancelled | None:
-        """Split what the nursery raised into a ``Cancelled`` leaf to re-raise and the rest.
-
-        The batch's tasks let nothing but cancellation escape, but trio may add a
-        ``KeyboardInterrupt`` delivered to the task waiting in the nursery's exit.
-        """
-        cancelled: trio.Cancelled | None = None
-        for leaf in exception_leaves(exc):
-            if isinstance(leaf, trio.Cancelled):
-                if cancelled is None:
-                    cancelled = leaf
-            elif isinstance(leaf, Exception):
-                # Only reachable through a group that counts as cancellation (a hook's
-                # nursery holding Cancelled and errors): that call got its cancelled result.
-                _log.debug("dropping %r raised alongside a cancellation", leaf)
-            else:  # pragma: no cover - only trio's SIGINT delivery puts one here
-                self._driver.note_native(leaf)
-        return cancelled
 
     def statistics(self) -> BatchStatistics:
         """A frozen snapshot of the batch's counters: calls, started, running, committed,

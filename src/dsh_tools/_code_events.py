@@ -39,6 +39,7 @@ __all__ = [
     "CodeDispatchObserver",
     "CodeDispatchStart",
     "CodeDispatchStartObserver",
+    "code_hooks",
     "emit_code_dispatch",
     "emit_code_dispatch_start",
     "logged_content",
@@ -171,29 +172,32 @@ class CodeDispatchLogHook(Protocol):
 # -- emission ------------------------------------------------------------------------------
 
 
-def _emit(registry: Registry, scope: Scope | None, key: str, label: str, event: object) -> None:
-    # hooks() is a snapshot: an observer registered or disposed meanwhile changes nothing.
-    for observer in registry.hooks(key, scope):
+def _emit(observers: tuple[Callable[..., Any], ...], label: str, event: object) -> None:
+    for observer in observers:
         message = observer_failure(observer, event)
         if message is not None:
             logger.warning("%s observer failed: %s", label, message)
 
 
+def code_hooks(registry: Registry, scope: Scope | None, key: str) -> tuple[Callable[..., Any], ...]:
+    """The hooks of one of the three events that apply to ``scope``, in registration order.
+
+    A snapshot: a hook registered or disposed meanwhile changes nothing. Empty when none
+    applies, so that an event nobody listens to costs no record.
+    """
+    return registry.hooks(key, scope)
+
+
 def emit_code_dispatch_start(
-    registry: Registry, scope: Scope | None, event: CodeDispatchStart
+    observers: tuple[Callable[..., Any], ...], event: CodeDispatchStart
 ) -> None:
-    """Tell the ``tools/code-dispatch-start`` observers that apply to ``scope``."""
-    _emit(registry, scope, CODE_DISPATCH_START, "tools/code-dispatch-start", event)
+    """Tell ``tools/code-dispatch-start`` observers (a snapshot from :func:`code_hooks`)."""
+    _emit(observers, "tools/code-dispatch-start", event)
 
 
-def emit_code_dispatch(registry: Registry, scope: Scope | None, event: CodeDispatch) -> None:
-    """Tell the ``tools/code-dispatch`` observers that apply to ``scope``."""
-    _emit(registry, scope, CODE_DISPATCH, "tools/code-dispatch", event)
-
-
-def log_hooks(registry: Registry, scope: Scope | None) -> tuple[Callable[..., Any], ...]:
-    """The ``tools/code-dispatch-log`` chain for ``scope`` (a snapshot)."""
-    return registry.hooks(CODE_DISPATCH_LOG, scope)
+def emit_code_dispatch(observers: tuple[Callable[..., Any], ...], event: CodeDispatch) -> None:
+    """Tell ``tools/code-dispatch`` observers (a snapshot from :func:`code_hooks`)."""
+    _emit(observers, "tools/code-dispatch", event)
 
 
 async def logged_content(

@@ -18,11 +18,14 @@ import trio
 from ._abort import Abort
 from ._calls import ToolCall
 from ._code_events import (
+    CODE_DISPATCH,
+    CODE_DISPATCH_LOG,
+    CODE_DISPATCH_START,
     CodeDispatch,
     CodeDispatchStart,
+    code_hooks,
     emit_code_dispatch,
     emit_code_dispatch_start,
-    log_hooks,
     logged_content,
 )
 from ._code_values import CODE_MODE_SOURCE, ToolCallError
@@ -198,18 +201,9 @@ class SubCalls:
         """Emit ``tools/code-dispatch-start`` (no checkpoint since ``create``)."""
         self.sub_calls[index].execution = execution
         ctx = self.ctx
-        emit_code_dispatch_start(
-            self.registry,
-            ctx.scope,
-            CodeDispatchStart(
-                root_call_id=ctx.root_call_id,
-                parent_call_id=ctx.call_id,
-                sub_call_id=execution.call_id,
-                name=execution.name,
-                arguments=execution.arguments,
-                execution=execution,
-            ),
-        )
+        observers = code_hooks(self.registry, ctx.scope, CODE_DISPATCH_START)
+        if observers:  # nobody listens: no record is built
+            emit_code_dispatch_start(observers, CodeDispatchStart(**_fields(ctx, execution)))
         return None
 
     def on_commit(
@@ -220,17 +214,17 @@ class SubCalls:
         The bookkeeping must not wait, so it logs the content as it is (§5.6).
         """
         sub_call = self.sub_calls.pop(index)
-        event = self._event(sub_call, result)
         if not self.bookkeeping:
-            hooks = log_hooks(self.registry, self.ctx.scope)
+            hooks = code_hooks(self.registry, self.ctx.scope, CODE_DISPATCH_LOG)
             if hooks:
-                return self._log_and_record(hooks, sub_call, event)
-        self._record(sub_call, event)
+                return self._log_and_record(hooks, sub_call, result)
+        self._record(sub_call, result, None)
         return None
 
     async def _log_and_record(
-        self, hooks: tuple[Callable[..., Any], ...], sub_call: _SubCall, event: CodeDispatch
+        self, hooks: tuple[Callable[..., Any], ...], sub_call: _SubCall, result: ToolResult
     ) -> None:
+        event = self._event(sub_call, result)
         content = event.content
         try:
             content = await logged_content(hooks, event)
@@ -238,33 +232,29 @@ class SubCalls:
             # Cancelled while a log hook awaited: the call is committed all the same.
             if content is not event.content:
                 event = attrs.evolve(event, content=content)
-            self._record(sub_call, event)
+            self._record(sub_call, result, event)
 
     def _event(self, sub_call: _SubCall, result: ToolResult) -> CodeDispatch:
-        ctx = self.ctx
         execution = sub_call.execution
         assert execution is not None
         return CodeDispatch(
-            root_call_id=ctx.root_call_id,
-            parent_call_id=ctx.call_id,
-            sub_call_id=execution.call_id,
-            name=execution.name,
-            arguments=execution.arguments,
-            execution=execution,
+            **_fields(self.ctx, execution),
             is_error=result.is_error,
             content=result.content,
             result=result,
         )
 
-    def _record(self, sub_call: _SubCall, event: CodeDispatch) -> None:
-        """Emit ``tools/code-dispatch``, carry contexts and ``conclude_turn`` to the
-        ``run_code`` call, and resolve the program's waiting task."""
-        result = event.result
+    def _record(self, sub_call: _SubCall, result: ToolResult, event: CodeDispatch | None) -> None:
+        """Emit ``tools/code-dispatch`` (``event``, or one with the result's own content),
+        carry contexts and ``conclude_turn`` to the ``run_code`` call, and resolve the
+        program's waiting task."""
+        ctx = self.ctx
         try:
-            emit_code_dispatch(self.registry, self.ctx.scope, event)
+            observers = code_hooks(self.registry, ctx.scope, CODE_DISPATCH)
+            if observers:
+                emit_code_dispatch(observers, event or self._event(sub_call, result))
         finally:
             # A KeyboardInterrupt from an observer: the commit is completed first.
-            ctx = self.ctx
             for message in result.additional_contexts:
                 ctx.defer_context(message)
             error = result.error
@@ -325,3 +315,15 @@ class SubCalls:
 
 def _abandoned(reason: str, name: str) -> str:
     return f"run_code run is over ({reason}); {name} tool call abandoned"
+
+
+def _fields(ctx: ToolRunContext, execution: ToolExecution) -> dict[str, Any]:
+    """The fields both code-dispatch records share (code-mode §6.1)."""
+    return {
+        "root_call_id": ctx.root_call_id,
+        "parent_call_id": ctx.call_id,
+        "sub_call_id": execution.call_id,
+        "name": execution.name,
+        "arguments": execution.arguments,
+        "execution": execution,
+    }

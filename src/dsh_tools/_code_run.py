@@ -9,7 +9,6 @@ that every accepted sub-call is committed once before ``Cancelled`` goes on.
 
 from __future__ import annotations
 
-import logging
 from typing import TYPE_CHECKING
 
 import trio
@@ -18,17 +17,14 @@ from ._code_lane import SubCalls
 from ._code_values import CodeRunOutcome
 from ._decisions import UNSET
 from ._errors import CodeRunFailedError, normalize_message
-from ._exception_groups import is_cancellation, leaves
+from ._exception_groups import is_cancellation, split_cancelled
 
 if TYPE_CHECKING:
     from ._calls import ToolRunContext
     from ._code_values import CodeRunLimits, CodeRuntime
-    from ._lane import Lane
     from ._runtime import ToolRuntime
 
 __all__ = ["run_code_body"]
-
-_log = logging.getLogger("dsh_tools")
 
 
 @trio.lowlevel.enable_ki_protection
@@ -89,7 +85,7 @@ async def run_code_body(
     try:
         await nursery_cm.__aexit__(None, None, None)
     except BaseException as exc:
-        cancelled = _sort(exc, lane)
+        cancelled = split_cancelled(exc, lane.note_native)
     if not sub_calls.completed:
         sub_calls.bookkeep()
     if lane.native is not None:
@@ -114,23 +110,3 @@ async def run_code_body(
     if returned.result is not UNSET:
         value["result"] = returned.result
     return value
-
-
-def _sort(exc: BaseException, lane: Lane) -> trio.Cancelled | None:
-    """Split what the lane's nursery raised into a ``Cancelled`` to re-raise and the rest.
-
-    The lane's tasks let nothing but cancellation escape; trio may add a
-    ``KeyboardInterrupt`` delivered to this task while it waits in the nursery's exit.
-    """
-    cancelled: trio.Cancelled | None = None
-    for leaf in leaves(exc):
-        if isinstance(leaf, trio.Cancelled):
-            if cancelled is None:
-                cancelled = leaf
-        elif isinstance(leaf, Exception):
-            # Raised beside a cancellation in a hook's own nursery: that call got its
-            # cancelled result.
-            _log.debug("dropping %r raised alongside a cancellation", leaf)
-        else:
-            lane.note_native(leaf)
-    return cancelled

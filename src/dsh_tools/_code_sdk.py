@@ -47,7 +47,7 @@ _ENTRY_SEPARATOR: Final = "\n\n"
 def render_python_sdk(definitions: Iterable[ToolDefinition]) -> str:
     """Render the Python SDK that a ``run_code`` program is written against.
 
-    The text is the preamble, a blank line, then a fenced ```` ```python ```` block of code
+    The text is the preamble, a blank line, then code in a Markdown ``python`` fence, code
     that parses with :func:`ast.parse`: the ``typing`` imports, ``ToolCallError``, each
     tool's argument and output types, a ``Tools`` class with one entry per tool, and
     ``tools: Tools``. Tools appear in name order (by code point); ``run_code`` itself is

@@ -139,7 +139,7 @@ class CodeRunOutcome:
 
 
 class CodeRuntime(Protocol):
-    """Runs one program a model wrote (code-mode §7.1's contract).
+    """Runs one program a model wrote, by the contract below (code-mode §7.1).
 
     ``run`` calls ``dispatch`` once per tool call of the program, from a trio task of the
     caller's run; returns a :class:`CodeRunOutcome`, or raises

@@ -272,7 +272,7 @@ class CodeRunFailedError(HarnessError):
 
         Args:
             kind: a :class:`CodeRunFailureKind` value (``"syntax"``, ``"timeout"``, ...).
-            detail: what went wrong, in the exact words code-mode §7.5 gives for the kind.
+            detail: what went wrong, in the exact words given for the kind (code-mode §7.5).
             logs: the lines the program printed before it failed.
 
         Raises:

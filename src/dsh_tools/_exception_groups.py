@@ -7,9 +7,17 @@ argument messages need to look through a group to its leaves.
 
 from __future__ import annotations
 
+import logging
+from typing import TYPE_CHECKING
+
 import trio
 
-__all__ = ["is_cancellation", "leaves"]
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+__all__ = ["is_cancellation", "leaves", "split_cancelled"]
+
+_log = logging.getLogger("dsh_tools")
 
 
 def leaves(exc: BaseException) -> list[BaseException]:
@@ -52,3 +60,34 @@ def is_cancellation(exc: BaseException) -> bool:
     if isinstance(exc, Exception) or not isinstance(exc, BaseExceptionGroup):
         return False
     return all(isinstance(leaf, Exception | trio.Cancelled) for leaf in leaves(exc))
+
+
+def split_cancelled(
+    exc: BaseException, note_native: Callable[[BaseException], None]
+) -> trio.Cancelled | None:
+    """Sort what a driver's nursery raised on exit into the ``Cancelled`` to re-raise.
+
+    A driver whose tasks let nothing but cancellation escape (a model batch, a Code Mode
+    run) gets a ``Cancelled`` or a group of them; an ``Exception`` beside them was raised in
+    a hook's or a body's own nursery while it was cancelled (that call got its cancelled
+    result) and is dropped, logged at DEBUG; anything else (a ``KeyboardInterrupt`` trio
+    delivered to the task waiting in the nursery's exit) goes to ``note_native``.
+
+    Args:
+        exc: What the nursery's exit raised.
+        note_native: Called with each leaf that is neither ``Cancelled`` nor an
+            ``Exception``.
+
+    Returns:
+        The first ``Cancelled`` leaf, or ``None`` if there is none.
+    """
+    cancelled: trio.Cancelled | None = None
+    for leaf in leaves(exc):
+        if isinstance(leaf, trio.Cancelled):
+            if cancelled is None:
+                cancelled = leaf
+        elif isinstance(leaf, Exception):
+            _log.debug("dropping %r raised alongside a cancellation", leaf)
+        else:  # pragma: no cover - only trio's SIGINT delivery puts one here
+            note_native(leaf)
+    return cancelled

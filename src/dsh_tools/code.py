@@ -5,6 +5,7 @@ a *code runtime* runs it, and each tool call the program makes is an ordinary ne
 through the runtime's pipeline. Importing this module imports no sandbox.
 """
 
+from ._code_sdk import render_python_sdk
 from ._code_trusted import TrustedCodeRuntime
 from ._code_values import (
     CODE_MODE_SOURCE,
@@ -30,4 +31,5 @@ __all__ = [
     "ToolCallError",
     "TrustedCodeRuntime",
     "WasiCodeRuntime",
+    "render_python_sdk",
 ]

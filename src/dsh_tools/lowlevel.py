@@ -31,6 +31,7 @@ tells a driver the result of one that is finished (for example when a result obs
 """
 
 from ._exception_groups import leaves as exception_leaves
+from ._exception_groups import split_cancelled
 from ._json_text import parse_json_text
 from ._lane import Lane, LaneClient, LaneStatistics
 from ._pipeline import (
@@ -68,4 +69,5 @@ __all__ = [
     "is_cancellation",
     "parse_json_text",
     "prepare",
+    "split_cancelled",
 ]
