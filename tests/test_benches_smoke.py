@@ -186,7 +186,7 @@ def test_streaming_in_a_child_process() -> None:
     assert result.start_rss > 0
 
 
-def test_run_every_scenario_with_a_tiny_plan() -> None:
+def test_run_every_scenario_with_a_tiny_plan(wasi_cache_dir: Path) -> None:
     tiny = attrs.evolve(
         run.QUICK,
         ns=(2,),
@@ -214,6 +214,10 @@ def test_run_every_scenario_with_a_tiny_plan() -> None:
         code_n=3,
         code_repeats=1,
         code_inner=1,
+        wasi_calls=2,
+        wasi_repeats=1,
+        wasi_cold_repeats=0,
+        wasi_cache_dir=wasi_cache_dir,
     )
     sections = run.run_scenarios(
         run.SCENARIOS,
@@ -235,6 +239,7 @@ def test_run_every_scenario_with_a_tiny_plan() -> None:
         "## MCP tool sources (integrations §4.7)",
         "## The asyncio bridge (dsh_sched.aio)",
         "## Code Mode (code-mode §10)",
+        "## Code Mode in the WASI sandbox (code-mode §10 P1–P4, P6)",
     ]
 
 
@@ -286,3 +291,28 @@ def test_ab_interleaves_two_checkouts_and_restores_the_modules() -> None:
     assert all(len(v) == 2 and min(v) > 0 for side in samples.values() for v in side.values())
     text = report(5, samples)
     assert all(f"| `{key}` ÷ `{floor}` |" in text for key, floor in PAIRS.items())
+
+
+def test_l102_code_wasi_scenario_at_a_tiny_size(wasi_cache_dir: Path) -> None:
+    """L-102: the WASI half of the ``code`` scenario (code-mode §10 P1–P4, P6) runs every
+    measure at a tiny size and reports every target; no timing is asserted, and the cold
+    start (a full compile) is left out."""
+    from benches import code_wasi
+
+    bench = code_wasi.measure(
+        calls=3, repeats=2, cold_repeats=0, cache_dir=wasi_cache_dir, progress=_quiet
+    )
+    measured = {"bare", "warm", "wasi-0", "wasi-N", "trusted-0", "trusted-N"}
+    measured |= {"gather", "sequential", "asyncio", "plain"}
+    assert measured <= set(bench.samples)
+    assert all(len(bench.samples[key]) == 2 for key in measured)
+    assert all(v > 0 for values in bench.samples.values() for v in values)
+    assert "cold" not in bench.samples
+    values = code_wasi.ratios(bench)
+    assert values["P2"] is None
+    assert all(values[name] is not None for name in ("P1", "P3", "P4", "P6"))
+    text = code_wasi.report(bench)
+    for name in ("P1", "P2", "P3", "P4", "P6"):
+        assert f"| {name} |" in text
+    assert "| P2 | cold start / warm start | – | ≥ 20.0 | not measured |" in text
+    assert "3 gathered 10 ms calls / 3 sequential" in text
