@@ -355,16 +355,19 @@ async def test_forged_done_messages(wasi: WasiCodeRuntime) -> None:
     assert error.detail == "guest words"
 
 
-async def test_a_forged_call_reaches_dispatch_which_decides(wasi: WasiCodeRuntime) -> None:
-    """A tampered guest can name any tool; refusing unbound names is dispatch's job."""
+async def test_a_forged_call_naming_an_unbound_tool_is_a_protocol_violation(
+    wasi: WasiCodeRuntime,
+) -> None:
+    """L-100 (security row 25): a tampered guest can write any call line, but the host
+    never dispatches a name it did not bind: the run fails as a broken protocol."""
     tools = Tools()
     reply = "import sys\nline = sys.__stdin__.buffer.readline()\nreturn line.decode()"
     call = '{"op": "call", "id": 99, "name": "not-bound", "args": {"a": 1}}'
-    outcome = await run(wasi, forge(call, then=reply), tools)
-    assert tools.calls == [("not-bound", {"a": 1})]
-    assert outcome.result == (
-        '{"op":"result","id":99,"ok":true,"value":{"name":"not-bound","args":{"a":1}}}\n'
-    )
+    with pytest.raises(CodeRunFailedError) as caught:
+        await run(wasi, forge(call, then=reply), tools)
+    assert tools.calls == []
+    assert caught.value.kind is CodeRunFailureKind.INTERNAL
+    assert caught.value.detail == "the sandbox broke the protocol"
 
 
 async def test_a_dispatch_that_breaks_its_contract_is_internal(wasi: WasiCodeRuntime) -> None:
@@ -414,7 +417,7 @@ async def test_a_guest_stopped_before_it_starts_never_runs(wasi: WasiCodeRuntime
     fds = [os.pipe() for _ in range(3)]
     async with trio.open_nursery() as nursery:
         stdin = trio.lowlevel.FdStream(fds[0][1])
-        run = _Run(CodeRunLimits(), engine, stdin, Tools().dispatch, nursery)
+        run = _Run(CodeRunLimits(), engine, stdin, Tools().dispatch, nursery, ())
         run.stop()
         guest_ends = (fds[0][0], fds[1][1], fds[2][1])
         module = compiled.instantiate_in(engine)

@@ -22,6 +22,7 @@ from . import _code_program as program
 from ._code_values import CodeRunLimits, CodeRunOutcome, Dispatch, ToolCallError
 from ._decisions import UNSET
 from ._errors import CodeRunFailedError
+from ._exception_groups import raise_one_cancelled
 from ._json import thaw_json
 
 if TYPE_CHECKING:
@@ -91,12 +92,9 @@ class TrustedCodeRuntime:
                     # a dispatch await never withdraws the call itself).
                     nursery.cancel_scope.cancel()
         except BaseExceptionGroup as group:
-            if group.split(trio.Cancelled)[1] is not None:
-                raise
             # Only cancellations escape the nursery: the caller's (the nursery absorbs its
             # own). The nursery is a detail of this runtime: raise one plain Cancelled.
-            await trio.lowlevel.checkpoint()
-            raise  # pragma: no cover - the checkpoint above raises Cancelled
+            await raise_one_cancelled(group)
         # If the caller was cancelled once the tasks had ended, the program was stopped for
         # that: say so.
         await trio.lowlevel.checkpoint_if_cancelled()

@@ -8,14 +8,14 @@ argument messages need to look through a group to its leaves.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 import trio
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-__all__ = ["is_cancellation", "leaves", "split_cancelled"]
+__all__ = ["is_cancellation", "leaves", "raise_one_cancelled", "split_cancelled"]
 
 _log = logging.getLogger("dsh_tools")
 
@@ -91,3 +91,16 @@ def split_cancelled(
         else:  # pragma: no cover - only trio's SIGINT delivery puts one here
             note_native(leaf)
     return cancelled
+
+
+async def raise_one_cancelled(group: BaseExceptionGroup[BaseException]) -> NoReturn:
+    """Re-raise what a private nursery raised when its caller was cancelled.
+
+    A code runtime runs a program with a nursery of its own, a detail its callers must not
+    see: a group of nothing but ``Cancelled`` becomes one plain ``Cancelled`` (the caller's
+    scope is cancelled, so a checkpoint raises it); any other group propagates unchanged.
+    """
+    if group.split(trio.Cancelled)[1] is not None:
+        raise group
+    await trio.lowlevel.checkpoint()
+    raise group  # pragma: no cover - the checkpoint above raises Cancelled

@@ -56,8 +56,11 @@ class _Run:
         stdin: trio.lowlevel.FdStream,
         dispatch: Dispatch,
         nursery: trio.Nursery,
+        tools: tuple[str, ...],
     ) -> None:
         self.limits = limits
+        #: The bound names: the guest only ever calls these, so any other is a forgery.
+        self.bound = frozenset(tools)
         self.engine = engine
         self.stdin = stdin
         self.dispatch = dispatch
@@ -110,6 +113,11 @@ class _Run:
             if len(self.log) > self.limits.output_bytes:
                 self.fail("output-limit", output_limit_detail(self.limits.output_bytes))
         elif isinstance(message, Call):
+            if message.name not in self.bound:
+                # The guest's bindings refuse unbound names, so this call was forged (a
+                # tampered guest): the host never dispatches a name it did not bind.
+                self.fail("internal", "the sandbox broke the protocol")
+                return
             # started() before dispatch: the call is accepted before the next line is read,
             # so the lane sees the calls in the program's order.
             await self.nursery.start(self._serve_call, message)
@@ -286,7 +294,7 @@ async def run_guest(
     start = {"op": "start", "code": code, "tools": list(tools), "output_bytes": limits.output_bytes}
     try:
         async with trio.open_nursery() as outer:
-            run = _Run(limits, engine, stdin, dispatch, outer)
+            run = _Run(limits, engine, stdin, dispatch, outer, tools)
             outer.start_soon(run.watchdog)
             outer.start_soon(run.wall_timer)
             outer.start_soon(run.send, start)

@@ -12,6 +12,7 @@ import trio
 
 from .._code_program import guest_source
 from .._errors import CodeRunFailedError, normalize_message
+from .._exception_groups import raise_one_cancelled
 from ._artifact import CompiledModule, default_cache_dir, load_module
 from ._host import run_guest
 
@@ -136,6 +137,11 @@ class WasiCodeRuntime:
             raise CodeRunFailedError.for_run("internal", normalize_message(exc)) from exc
         assert self._compiled is not None
         assert self._argv is not None
-        return await run_guest(
-            self._compiled, self._argv, code, tools=tools, dispatch=dispatch, limits=limits
-        )
+        try:
+            return await run_guest(
+                self._compiled, self._argv, code, tools=tools, dispatch=dispatch, limits=limits
+            )
+        except BaseExceptionGroup as group:
+            # The host's nursery is a detail of this runtime: a cancelled caller gets one
+            # plain Cancelled, once the guest has stopped.
+            await raise_one_cancelled(group)
