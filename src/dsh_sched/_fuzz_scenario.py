@@ -31,6 +31,14 @@ keeps apart every two tasks whose order would show in the trace or the outcome:
 What else is ready at one of these instants (the driver reacting to a cancellation, the
 block reading the iteration, trio's own tasks) records nothing or is the only task that
 records. ``run_checked`` with your own tools is as deterministic as your tools are.
+
+One thing is not part of the deterministic record: when something ends the batch early
+(an interruption, an internal failure, a cancellation) while the block iterates, the
+block's reader and the tasks that commit the last calls are ready together, so how many of
+those commits the reader took before the exception reached it depends on trio's order, as
+for any consumer of a channel. ``ScenarioRun.iterated`` is then only a prefix of the
+committed calls (which ``check_scenario_run`` checks); when the batch finished, it is all
+of them.
 """
 
 from __future__ import annotations
