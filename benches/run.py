@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Final
 
 import attrs
 
-from . import abort, adapters, aio, makespan, memory, overhead, streaming
+from . import abort, adapters, aio, makespan, memory, overhead, realistic, streaming
 from ._harness import HEAP_CONDITIONS, HeapMode, environment, markdown_table
 
 if TYPE_CHECKING:
@@ -40,6 +40,7 @@ SCENARIOS: Final = (
     "adapters",
     "mcp",
     "aio",
+    "realistic",
 )
 
 
@@ -71,6 +72,9 @@ class Plan:
     aio_n: int = 1000  # calls per large batch (Y-P2, Y-P3)
     aio_callers: int = 10  # concurrent asyncio callers (Y-P3)
     aio_repeats: int = 31
+    realistic_batches: int = 500  # batches of realistic_calls calls (issue 19)
+    realistic_calls: int = 20
+    realistic_repeats: int = 5
 
 
 FULL: Final = Plan(
@@ -115,6 +119,8 @@ QUICK: Final = Plan(
     mcp_repeats=10,
     aio_inner=50,
     aio_repeats=3,
+    realistic_batches=50,
+    realistic_repeats=3,
 )
 
 
@@ -296,6 +302,17 @@ def run_scenarios(
             )
             body = aio.report(bridge)
             title = "The asyncio bridge (dsh_sched.aio)"
+        elif scenario == "realistic":
+            body = realistic.report(
+                realistic.measure(
+                    batches=plan.realistic_batches,
+                    calls=plan.realistic_calls,
+                    repeats=plan.realistic_repeats,
+                    systems=realistic.available(peers=peers),
+                    progress=progress,
+                )
+            )
+            title = "Realistic calls: ~2 KB arguments, typed parameters, 1–5 ms bodies"
         else:
             stream = streaming.measure_in_child(
                 plan.stream_total,
