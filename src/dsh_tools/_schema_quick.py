@@ -107,7 +107,7 @@ def _quick_array(items: Any, depth: int) -> Any:
         return lambda v: type(v) is tuple
     if type(check) is frozenset:
         types = check
-        return lambda v: type(v) is tuple and all(type(x) in types for x in v)
+        return lambda v: type(v) is tuple and types.issuperset(map(type, v))
     return lambda v: type(v) is tuple and all(check(x) for x in v)
 
 
