@@ -29,6 +29,7 @@ rounds are interleaved (system order rotated each round) and the heap is settled
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import json
 import tempfile
 import time
@@ -42,7 +43,6 @@ from dsh_sched import JsonlSessionLog, ModelToolCall, run_tool_calls
 from dsh_tools import ToolRuntime, tool
 
 from ._harness import Stats, fmt_ratio, fmt_us, markdown_table, settle_heap
-from .peers import PEER_MODULES, _installed
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -59,6 +59,8 @@ SYSTEMS: Final = {
     "langgraph": "LangGraph ToolNode in a compiled graph, pydantic parameters",
 }
 _OPS: Final = ("eq", "lt", "gt", "contains")
+#: Peer key → its top-level package (``find_spec`` on it imports nothing).
+_PEERS: Final = {"pydantic-ai": "pydantic_ai", "langgraph": "langgraph"}
 
 
 def arguments(index: int) -> str:
@@ -275,9 +277,11 @@ async def _langgraph(batches: Texts) -> None:
 
 def available(*, peers: bool) -> list[str]:
     """The system keys that can run here (the peers only if installed and asked for)."""
+    # Not through benches.peers: this module stays importable with any checkout's src (the
+    # instruction counts run it against older commits).
     keys = ["trio", "asyncio", "dsh", "dsh+log"]
     if peers:
-        keys += [k for k in ("pydantic-ai", "langgraph") if _installed(PEER_MODULES[k])]
+        keys += [k for k, module in _PEERS.items() if importlib.util.find_spec(module)]
     return keys
 
 
