@@ -15,11 +15,14 @@ of ``@tool`` calls with validated arguments, ``d`` ``runtime.execute`` in a loop
 (the default) runs all three, so the difference is the cost of one call of each. ``r`` runs
 the realistic scenario's calls (``benches.realistic``: ~2 KB arguments into typed
 parameters) in batches of 20, with a body that does not sleep; ``R`` the same with a
-``JsonlSessionLog`` sink (a temporary file). Neither is in the default.
+``JsonlSessionLog`` sink (a temporary file); ``f`` is their floor: the same batches as raw
+trio tasks that each ``json.loads`` their text. All three build their argument texts as they
+go: ``g`` builds only the texts, to be subtracted. None of these is in the default.
 """
 
 from __future__ import annotations
 
+import json
 import sys
 import tempfile
 from pathlib import Path
@@ -65,6 +68,16 @@ async def _search(
     return f"{len(filters)} filters, limit {options.limit}"
 
 
+async def _floor(n: int) -> None:
+    async def one(text: str) -> None:
+        json.loads(text)
+
+    for start in range(0, n, 20):
+        async with trio.open_nursery() as nursery:
+            for i in range(start, min(n, start + 20)):
+                nursery.start_soon(one, realistic.arguments(i))
+
+
 async def _realistic(runtime: ToolRuntime, n: int, log: Path | None) -> None:
     if runtime.get("search") is None:
         runtime.register(_search)
@@ -99,6 +112,11 @@ async def workload(n: int, mode: str) -> None:
     if "d" in mode:
         for i in range(n):
             await runtime.execute(ToolCall(call_id=f"d{i}", name="raw", arguments={}))
+    if "g" in mode:
+        for i in range(n):
+            realistic.arguments(i)
+    if "f" in mode:
+        await _floor(n)
     if "r" in mode:
         await _realistic(runtime, n, None)
     if "R" in mode:
