@@ -16,6 +16,7 @@ import pytest
 import trio
 import trio.testing
 
+from dsh_sched import ModelToolCall, run_tool_calls
 from dsh_tools import (
     Abort,
     ErrorCode,
@@ -281,3 +282,23 @@ async def test_a_partial_or_a_bound_method_of_a_def_is_a_plain_def() -> None:
         blocking=False,
     )
     assert text(await execute(defn, {"x": 1})) == "hi 1"
+
+
+async def test_blocking_defs_of_a_batch_run_side_by_side() -> None:
+    """Three parallel-safe blocking calls of one batch meet at a three-party barrier: each
+    thread waits until all three run, which only side-by-side threads can do."""
+    barrier = threading.Barrier(3, timeout=30)
+
+    @tool(is_concurrency_safe=True)
+    def meet(x: int) -> int:
+        """Meet."""
+        barrier.wait()
+        return x
+
+    runtime = ToolRuntime()
+    runtime.register(meet)
+    calls = [
+        ModelToolCall(call_id=f"c{i}", name="meet", arguments=f'{{"x": {i}}}') for i in range(3)
+    ]
+    outcome = await run_tool_calls(runtime, calls, max_parallel=3)
+    assert [c.result.value for c in outcome.results] == [0, 1, 2]
