@@ -16,6 +16,7 @@ import os
 import pickle
 import subprocess
 import sys
+import traceback
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -867,3 +868,20 @@ def test_j022_values_too_deep_or_too_large_for_the_fast_path_freeze_alike() -> N
     assert node[1] is shared
     wide = [{"i": i, "v": [i]} for i in range(json_module._FAST_CONTAINERS)]
     assert freeze_json(wide) == tuple({"i": i, "v": (i,)} for i in range(len(wide)))
+
+
+def test_j022_the_fast_path_gives_way_near_the_recursion_limit() -> None:
+    """J-022: called with little recursion left (a caller deep in its own recursion), the
+    fast path's frames would overflow; the iterative walk freezes the value instead."""
+    value: Any = [1]
+    for _ in range(30):
+        value = {"a": value}
+    depth = len(traceback.extract_stack())
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(depth + 15)
+    try:
+        frozen = freeze_json(value)
+    finally:
+        sys.setrecursionlimit(limit)
+    assert deep_equal(frozen, value)
+    _assert_deeply_frozen(frozen)

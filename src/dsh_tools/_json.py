@@ -412,7 +412,7 @@ def _freeze_nested(root: Any, t: type) -> JsonValue:
 
     try:
         return walk(root, t, 0)
-    except _Fallback:
+    except (_Fallback, RecursionError):  # the caller may itself be deep in recursion
         return _freeze_container(root, t)
 
 
