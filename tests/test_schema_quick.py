@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import sys
+import traceback
 from typing import Any
 
 from hypothesis import given, settings
@@ -218,3 +221,27 @@ def test_the_flat_object_acceptor_on_chosen_values() -> None:
     for value in rejected:
         assert not quick(freeze_json(value)), value
     assert compiled.validate_frozen(freeze_json({"n": 2.0})) == []
+
+
+def test_a_nested_acceptor_gives_way_near_the_recursion_limit() -> None:
+    """With little recursion left, a nested acceptor's recursion would overflow: the full
+    walk (iterative) decides instead, with the same answer."""
+    schema: dict[str, Any] = {"type": "string"}
+    for _ in range(8):
+        schema = {"type": "array", "items": {"type": "object", "properties": {"a": schema}}}
+    compiled = CompiledSchema(schema)
+    assert compiled._quick is not None
+    value: Any = "x"
+    for _ in range(8):
+        value = [{"a": value}]
+    frozen = freeze_json(value)
+    bad = freeze_json(json.loads(json.dumps(value).replace('"x"', "1")))
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(len(traceback.extract_stack()) + 16)
+    try:
+        accepted = compiled.validate_frozen(frozen)
+        rejected = compiled.validate_frozen(bad)
+    finally:
+        sys.setrecursionlimit(limit)
+    assert accepted == []
+    assert rejected == compiled.validate(bad) != []
