@@ -872,16 +872,42 @@ def test_j022_values_too_deep_or_too_large_for_the_fast_path_freeze_alike() -> N
 
 def test_j022_the_fast_path_gives_way_near_the_recursion_limit() -> None:
     """J-022: called with little recursion left (a caller deep in its own recursion), the
-    fast path's frames would overflow; the iterative walk freezes the value instead."""
+    fast path's frames (one per level, 30 here) would overflow; the iterative walk freezes
+    the value instead. Each recursion limit just above the current depth is tried: wherever
+    the walk alone fits, ``freeze_json`` succeeds."""
+    import dsh_tools._json as json_module
+
     value: Any = [1]
     for _ in range(30):
         value = {"a": value}
-    depth = len(traceback.extract_stack())
+
+    def walk_alone(v: Any) -> Any:
+        # As deep as freeze_json's own way to the walk: freeze_json, _freeze_nested.
+        return (lambda w: json_module._freeze_container(w, dict))(v)
+
+    def attempt(fn: Any, v: Any) -> Any:
+        try:
+            return fn(v)
+        except RecursionError:
+            return RecursionError
+
     limit = sys.getrecursionlimit()
-    sys.setrecursionlimit(depth + 15)
+    depth = len(traceback.extract_stack())
+    fitted = 0
     try:
-        frozen = freeze_json(value)
+        for extra in range(120):
+            try:
+                sys.setrecursionlimit(depth + extra)
+            except RecursionError:
+                continue  # below the current depth (C calls count too)
+            walked = attempt(walk_alone, value)
+            frozen = attempt(freeze_json, value)
+            sys.setrecursionlimit(limit)
+            if walked is not RecursionError:
+                fitted += 1
+                assert frozen is not RecursionError, extra
+                assert deep_equal(frozen, value)
+                _assert_deeply_frozen(frozen)
     finally:
         sys.setrecursionlimit(limit)
-    assert deep_equal(frozen, value)
-    _assert_deeply_frozen(frozen)
+    assert fitted > 0

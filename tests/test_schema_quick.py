@@ -225,23 +225,48 @@ def test_the_flat_object_acceptor_on_chosen_values() -> None:
 
 def test_a_nested_acceptor_gives_way_near_the_recursion_limit() -> None:
     """With little recursion left, a nested acceptor's recursion would overflow: the full
-    walk (iterative) decides instead, with the same answer."""
+    walk (iterative) decides instead, with the same answer. Each recursion limit just
+    above the current depth is tried: wherever the walk alone still fits,
+    ``validate_frozen`` answers as it does, and at some of them the acceptor overflowed."""
     schema: dict[str, Any] = {"type": "string"}
     for _ in range(8):
         schema = {"type": "array", "items": {"type": "object", "properties": {"a": schema}}}
     compiled = CompiledSchema(schema)
-    assert compiled._quick is not None
+    quick = compiled._quick
+    assert quick is not None
     value: Any = "x"
     for _ in range(8):
         value = [{"a": value}]
-    frozen = freeze_json(value)
+    good = freeze_json(value)
     bad = freeze_json(json.loads(json.dumps(value).replace('"x"', "1")))
+    expected = {id(good): [], id(bad): compiled.validate(bad)}
+    assert expected[id(bad)] != []
+
+    def attempt(fn: Any, *args: Any) -> Any:
+        try:
+            return fn(*args)
+        except RecursionError:
+            return RecursionError
+
     limit = sys.getrecursionlimit()
-    sys.setrecursionlimit(len(traceback.extract_stack()) + 16)
+    depth = len(traceback.extract_stack())
+    overflowed = 0
     try:
-        accepted = compiled.validate_frozen(frozen)
-        rejected = compiled.validate_frozen(bad)
+        for extra in range(120):
+            for frozen in (good, bad):
+                try:
+                    sys.setrecursionlimit(depth + extra)
+                except RecursionError:
+                    continue  # below the current depth (C calls count too)
+                # Through one more frame, as validate_frozen calls validate.
+                walked = attempt(lambda f: compiled.validate(f), frozen)
+                accepted = attempt(quick, frozen)
+                answer = attempt(compiled.validate_frozen, frozen)
+                sys.setrecursionlimit(limit)
+                if walked is not RecursionError:
+                    assert walked == expected[id(frozen)]
+                    assert answer == walked
+                    overflowed += accepted is RecursionError
     finally:
         sys.setrecursionlimit(limit)
-    assert accepted == []
-    assert rejected == compiled.validate(bad) != []
+    assert overflowed > 0
