@@ -10,9 +10,9 @@ The ``sched-fuzz`` profile (tests/conftest.py) sets the number of batches.
 
 §14 also says that every such run is deterministic: trio runs the tasks that become ready
 together in a random order, so the kit keeps its waits apart (the timing model in
-``dsh_sched._fuzz_scenario``), and each example is run several times and compared (all but
-how far an iteration read before an exception ended the batch, which the kit's timing
-model leaves to trio: ``iterated_digest``).
+``dsh_sched._fuzz_scenario``), and each example is run several times and compared: all of
+a finished batch, and of a batch that something ended early, everything before the instant
+it ended (at that instant, the ready tasks race with the exception: ``ended_early_cut``).
 """
 
 from __future__ import annotations
@@ -113,12 +113,13 @@ def committed_digest(committed: CommittedCall) -> tuple[object, ...]:
     )
 
 
-def run_digest(run: ScenarioRun) -> tuple[object, ...]:
+def run_digest(run: ScenarioRun, *, before: float | None = None) -> tuple[object, ...]:
     """Everything a run produced, in a form two runs of one scenario can be compared in.
 
     Batch numbers, execution tokens and message ids are fresh in every run: batch numbers
     are counted from the run's first, tokens numbered in order of appearance, ids dropped.
-    Times are kept: virtual times are part of what must repeat.
+    Times are kept: virtual times are part of what must repeat. With ``before``, only the
+    events that happened before that virtual time are taken.
     """
     tokens: dict[object, int] = {}
     batches = [e.batch for e in run.events if e.batch is not None]
@@ -157,6 +158,7 @@ def run_digest(run: ScenarioRun) -> tuple[object, ...]:
             detail(e.detail),
         )
         for e in run.events
+        if before is None or e.time < before
     )
     outcome = run.outcome
     return (
@@ -200,10 +202,32 @@ def iterated_digest(run: ScenarioRun) -> tuple[object, ...] | None:
 @given(scenarios())
 def test_every_run_of_a_fuzzed_batch_is_the_same(scenario: Scenario) -> None:
     # Hypothesis seeds trio's scheduler once per example, so the runs below see different
-    # orders for the tasks that become ready together: none of them may matter.
-    first, *others = (run_digest(run_once(scenario)) for _ in range(3))
+    # orders for the tasks that become ready together: none of them may matter, except at
+    # the instant something ended the batch early (ended_early_cut).
+    runs = [run_once(scenario) for _ in range(3)]
+    cut = ended_early_cut(runs)
+    first, *others = (run_digest(run, before=cut) for run in runs)
     for other in others:
         assert other == first
+
+
+def ended_early_cut(runs: list[ScenarioRun]) -> float | None:
+    """``None`` when every run finished; otherwise the earliest instant at which one of
+    them ended early (the time of its last sink event).
+
+    When an internal failure, an interruption, a cancellation or the block's exception ends
+    a batch, the tasks that are ready at that instant race with it: a body dispatched just
+    before may or may not take its first step, a reader may or may not take the last
+    commit. Everything before that instant must repeat, and every run's trace is checked
+    against the invariants (``run_scenario``), but what happens at it is trio's order.
+    """
+    if all(run.outcome is not None for run in runs):
+        return None
+    ends = [
+        max((e.time for e in run.events if e.kind in ("call", "result", "context")), default=0.0)
+        for run in runs
+    ]
+    return min(ends)
 
 
 def interrupted_while_iterating() -> Scenario:
@@ -262,6 +286,40 @@ def test_an_iteration_ended_early_is_a_prefix_in_every_order() -> None:
     # Both orders happen among these seeds, and neither shows in the digest.
     assert read == {(0,), (0, 1)}
     assert len(digests) == 1
+
+
+def test_a_body_dispatched_as_the_batch_fails_may_or_may_not_start() -> None:
+    """S-037: found by the fuzz. At 0.5 s call 0 is dispatched and the sink fails on call
+    1's start at once: trio's order decides whether call 0's instant body takes its first
+    step before the failure cancels it. Before that instant every order repeats."""
+    scenario = attrs.evolve(
+        reviewer_scenario(block_raises_at=0.375),
+        tools=(
+            ToolSpec(
+                name="t0",
+                classifier="parallel",
+                body="instant",
+                delay=0.0,
+                contexts=0,
+                concludes=False,
+                finalizer_interrupts=True,
+            ),
+        ),
+        max_parallel=2,
+        sink_fails_at=1,
+        iterate=True,
+        keep_results=False,
+    )
+    runs = []
+    for seed in range(8):
+        trio._core._run._r.seed(seed)  # trio's order of ready tasks (test-only, private)
+        runs.append(run_once(scenario))
+    assert all(run.failure is not None for run in runs)
+    bodies = {tuple(e.kind for e in run.events if e.kind.startswith("body")) for run in runs}
+    assert bodies == {(), ("body_start", "body_end")}
+    cut = ended_early_cut(runs)
+    assert cut == 0.5
+    assert len({run_digest(run, before=cut) for run in runs}) == 1
 
 
 def codes(run: ScenarioRun) -> list[str | None]:
