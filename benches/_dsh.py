@@ -35,6 +35,7 @@ __all__ = [
     "raw_tool",
     "runtime_with",
     "tool_calls",
+    "validated_sync_tool",
     "validated_tool",
 ]
 
@@ -75,6 +76,18 @@ def validated_tool() -> ToolDefinition:
     """The ``@tool`` no-op: arguments validated against ``{a: integer, b: string}`` and
     structured, the value rendered by ``@tool``'s default renderer."""
     return _validated_noop
+
+
+@tool(name="noop", is_concurrency_safe=True, blocking=False)
+def _validated_sync_noop(a: int, b: str) -> str:
+    """Do nothing with two validated arguments (a plain def, run inline)."""
+    return "ok"
+
+
+def validated_sync_tool() -> ToolDefinition:
+    """The synchronous ``@tool`` no-op (``blocking=False``): validated like
+    :func:`validated_tool`, its body called inline."""
+    return _validated_sync_noop
 
 
 async def _pre(execution: ToolExecution, call_next: CallNext[PreDecision]) -> PreDecision:

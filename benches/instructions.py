@@ -12,17 +12,27 @@ sizes and divide the difference by the extra calls, so that start-up and imports
 
 ``MODE`` picks the systems: ``a`` a batch of raw tool calls (``run_tool_calls``), ``c`` a batch
 of ``@tool`` calls with validated arguments, ``d`` ``runtime.execute`` in a loop; ``acd``
-(the default) runs all three, so the difference is the cost of one call of each.
+(the default) runs all three, so the difference is the cost of one call of each. ``r`` runs
+the realistic scenario's calls (``benches.realistic``: ~2 KB arguments into typed
+parameters) in batches of 20, with a body that does not sleep; ``R`` the same with a
+``JsonlSessionLog`` sink (a temporary file); ``f`` is their floor: the same batches as raw
+trio tasks that each ``json.loads`` their text. All three build their argument texts as they
+go: ``g`` builds only the texts, to be subtracted. None of these is in the default.
 """
 
 from __future__ import annotations
 
+import json
 import sys
+import tempfile
+from pathlib import Path
 
 import trio
 
-from dsh_sched import ModelToolCall, run_tool_calls
+from dsh_sched import JsonlSessionLog, ModelToolCall, run_tool_calls
 from dsh_tools import Output, TextContent, ToolCall, ToolDefinition, ToolRuntime, tool
+
+from . import realistic
 
 
 async def _body(args: object, ctx: object) -> object:
@@ -45,6 +55,46 @@ async def add(a: int, b: int) -> int:
     return a + b
 
 
+@tool(name="search", is_concurrency_safe=True)
+async def _search(
+    query: str,
+    filters: list[realistic.Filter],
+    options: realistic.Options,
+    tags: list[str],
+    note: str,
+    sleep_ms: int,
+) -> str:
+    """The realistic tool without its sleep."""
+    return f"{len(filters)} filters, limit {options.limit}"
+
+
+async def _floor(n: int) -> None:
+    async def one(text: str) -> None:
+        json.loads(text)
+
+    for start in range(0, n, 20):
+        async with trio.open_nursery() as nursery:
+            for i in range(start, min(n, start + 20)):
+                nursery.start_soon(one, realistic.arguments(i))
+
+
+async def _realistic(runtime: ToolRuntime, n: int, log: Path | None) -> None:
+    if runtime.get("search") is None:
+        runtime.register(_search)
+    sink = None if log is None else JsonlSessionLog(log)
+    try:
+        for start in range(0, n, 20):
+            calls = [
+                ModelToolCall(call_id=f"r{i}", name="search", arguments=realistic.arguments(i))
+                for i in range(start, min(n, start + 20))
+            ]
+            outcome = await run_tool_calls(runtime, calls, max_parallel=20, sink=sink)
+            assert not any(c.result.is_error for c in outcome.results)
+    finally:
+        if sink is not None:
+            sink.close()
+
+
 async def workload(n: int, mode: str) -> None:
     """Ten warm-up calls, then ``n`` calls of each system named in ``mode``."""
     runtime = ToolRuntime()
@@ -62,6 +112,16 @@ async def workload(n: int, mode: str) -> None:
     if "d" in mode:
         for i in range(n):
             await runtime.execute(ToolCall(call_id=f"d{i}", name="raw", arguments={}))
+    if "g" in mode:
+        for i in range(n):
+            realistic.arguments(i)
+    if "f" in mode:
+        await _floor(n)
+    if "r" in mode:
+        await _realistic(runtime, n, None)
+    if "R" in mode:
+        with tempfile.TemporaryDirectory() as folder:
+            await _realistic(runtime, n, Path(folder) / "log.jsonl")
 
 
 def main(argv: list[str]) -> None:

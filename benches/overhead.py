@@ -40,6 +40,7 @@ from ._dsh import (
     raw_tool,
     runtime_with,
     tool_calls,
+    validated_sync_tool,
     validated_tool,
 )
 from ._harness import (
@@ -123,10 +124,18 @@ def _prepare_asyncio(n: int) -> Batch:
 
 
 def _scheduled(
-    *, validated: bool = False, hooks: bool = False, max_parallel: int | None = None
+    *,
+    validated: bool = False,
+    sync: bool = False,
+    hooks: bool = False,
+    max_parallel: int | None = None,
 ) -> Callable[[int], Batch]:
     def prepare(n: int) -> Batch:
-        runtime = runtime_with(validated_tool() if validated else raw_tool(), hooks=hooks)
+        if validated:
+            definition = validated_sync_tool() if sync else validated_tool()
+        else:
+            definition = raw_tool()
+        runtime = runtime_with(definition, hooks=hooks)
         calls = model_calls(n)
         limit = n if max_parallel is None else max_parallel
 
@@ -163,7 +172,7 @@ def _prepare_body_in_scope(n: int) -> Batch:
 
 
 #: Keys of the systems that need nothing beyond the core install.
-CORE_KEYS: Final = ("F0", "F1", "asyncio", "a", "a10", "b", "c", "d", "D0")
+CORE_KEYS: Final = ("F0", "F1", "asyncio", "a", "a10", "b", "c", "cs", "d", "D0")
 
 
 def core_systems() -> list[System]:
@@ -192,6 +201,12 @@ def core_systems() -> list[System]:
             "run_tool_calls, @tool with argument validation",
             "trio",
             _scheduled(validated=True),
+        ),
+        System(
+            "cs",
+            "(c) with a plain def body (blocking=False, run inline)",
+            "trio",
+            _scheduled(validated=True, sync=True),
         ),
         System("d", "runtime.execute in a loop (no scheduler)", "trio", _prepare_execute),
         System(
@@ -351,8 +366,11 @@ _TARGETS: Final = (
     ("c", 1000, 2.5, "F1"),
     ("b", 1000, 3.5, "F1"),
     ("d", 1000, 3.0, "D0"),
+    ("c", 1000, 2.5, "F0"),  # issue 19
 )
-_PEER_TARGETS: Final = ("langgraph", "pydantic-ai")
+#: (peer, sizes): (c) ≥ 10× faster per call; issue 19 adds N=1 and 10 for pydantic-ai, and
+#: the synchronous (cs) beside (c).
+_PEER_TARGETS: Final = (("langgraph", (100, 1000)), ("pydantic-ai", (1, 10, 100, 1000)))
 
 
 def report(m: Measurements) -> str:
@@ -403,14 +421,29 @@ def _target_rows(m: Measurements) -> list[list[str]]:
             rows.append([label, "not measured", "–"])
         else:
             rows.append([label, fmt_ratio(ratio.median), _status(ratio.median <= bound)])
-    for peer in _PEER_TARGETS:
-        for n in (100, 1000):
-            label = f"(c) ≥ 10× faster per call than `{peer}` at N={n}"
-            ratio = m.ratio(peer, "c", n)
-            if ratio is None:
-                rows.append([label, "not measured", "–"])
-            else:
-                rows.append(
-                    [label, f"{fmt_ratio(ratio.median)} faster", _status(ratio.median >= 10)]
-                )
+    at_1000 = m.stats("c", 1000)
+    large = max((n for n in m.ns if n >= 100_000), default=None)
+    top = None if large is None else m.stats("c", large)
+    if at_1000 is not None and top is not None:
+        growth = top.median / at_1000.median
+        rows.append(
+            [
+                f"(c) per call at N={large} ≤ 1.1× its cost at N=1000",
+                fmt_ratio(growth),
+                _status(growth <= 1.1),
+            ]
+        )
+    for peer, sizes in _PEER_TARGETS:
+        for key in ("c", "cs"):
+            for n in sizes:
+                if key == "cs" and peer != "pydantic-ai":
+                    continue
+                label = f"({key}) ≥ 10× faster per call than `{peer}` at N={n}"
+                ratio = m.ratio(peer, key, n)
+                if ratio is None:
+                    rows.append([label, "not measured", "–"])
+                else:
+                    rows.append(
+                        [label, f"{fmt_ratio(ratio.median)} faster", _status(ratio.median >= 10)]
+                    )
     return rows

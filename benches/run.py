@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Final
 
 import attrs
 
-from . import abort, adapters, aio, code, makespan, memory, overhead, streaming
+from . import abort, adapters, aio, code, makespan, memory, overhead, realistic, streaming
 from ._harness import HEAP_CONDITIONS, HeapMode, environment, markdown_table
 
 if TYPE_CHECKING:
@@ -42,6 +42,7 @@ SCENARIOS: Final = (
     "aio",
     "code",
     "code-wasi",
+    "realistic",
 )
 
 
@@ -80,6 +81,9 @@ class Plan:
     wasi_repeats: int = 9
     wasi_cold_repeats: int = 1  # each one is a full compile (~20 s on 2 cores)
     wasi_cache_dir: Path | None = None  # a folder holding the compiled module; None: compile once
+    realistic_batches: int = 500  # batches of realistic_calls calls (issue 19)
+    realistic_calls: int = 20
+    realistic_repeats: int = 5
 
 
 FULL: Final = Plan(
@@ -127,6 +131,8 @@ QUICK: Final = Plan(
     code_repeats=5,
     code_inner=3,
     wasi_repeats=3,
+    realistic_batches=50,
+    realistic_repeats=3,
 )
 
 
@@ -327,6 +333,17 @@ def run_scenarios(
                 )
             )
             title = "Code Mode in the WASI sandbox (code-mode §10 P1–P4, P6)"
+        elif scenario == "realistic":
+            body = realistic.report(
+                realistic.measure(
+                    batches=plan.realistic_batches,
+                    calls=plan.realistic_calls,
+                    repeats=plan.realistic_repeats,
+                    systems=realistic.available(peers=peers),
+                    progress=progress,
+                )
+            )
+            title = "Realistic calls: ~2 KB arguments, typed parameters, 1–5 ms bodies"
         else:
             stream = streaming.measure_in_child(
                 plan.stream_total,

@@ -12,7 +12,18 @@ from pathlib import Path
 
 import attrs
 import pytest
-from benches import abort, adapters, aio, code, makespan, memory, overhead, run, streaming
+from benches import (
+    abort,
+    adapters,
+    aio,
+    code,
+    makespan,
+    memory,
+    overhead,
+    realistic,
+    run,
+    streaming,
+)
 from benches.ab import PAIRS, measure_ab, report
 from benches.profile import profile_system
 
@@ -171,6 +182,27 @@ def test_aio_bridge_measures_every_host() -> None:
     assert "Y-P3 on asyncio" in text
 
 
+def test_realistic_runs_every_system_and_states_the_targets() -> None:
+    """With the ``peers`` extra, pydantic-ai and LangGraph run the calls too."""
+    systems = realistic.available(peers=True)
+    result = realistic.measure(batches=2, calls=3, repeats=2, systems=systems, progress=_quiet)
+    assert set(result.samples) == set(systems)
+    assert {"trio", "asyncio", "dsh", "dsh+log"} <= set(systems)
+    assert all(len(v) == 2 for v in result.samples.values())
+    assert all(wall > 0 and cpu > 0 for v in result.samples.values() for wall, cpu in v)
+    text = realistic.report(result)
+    assert "| dsh-trio CPU ≤ 1.5× raw trio's |" in text
+    assert "| with the log ≤ 1.3× without |" in text
+    for peer in ("pydantic-ai", "langgraph"):
+        assert (f"| {peer} CPU ≥ 3× dsh-trio's |" in text) == (peer in systems)
+
+
+def test_realistic_arguments_are_about_two_kilobytes() -> None:
+    sizes = [len(realistic.arguments(i)) for i in range(0, 10_000, 97)]
+    assert min(sizes) >= 1800
+    assert max(sizes) <= 2200
+
+
 def test_streaming_samples_rss() -> None:
     result = streaming.measure(
         120, batch_size=50, sample_every=40, max_parallel=10, progress=_quiet
@@ -218,6 +250,9 @@ def test_run_every_scenario_with_a_tiny_plan(wasi_cache_dir: Path) -> None:
         wasi_repeats=1,
         wasi_cold_repeats=0,
         wasi_cache_dir=wasi_cache_dir,
+        realistic_batches=2,
+        realistic_calls=3,
+        realistic_repeats=1,
     )
     sections = run.run_scenarios(
         run.SCENARIOS,
@@ -240,6 +275,7 @@ def test_run_every_scenario_with_a_tiny_plan(wasi_cache_dir: Path) -> None:
         "## The asyncio bridge (dsh_sched.aio)",
         "## Code Mode (code-mode §10)",
         "## Code Mode in the WASI sandbox (code-mode §10 P1–P4, P6)",
+        "## Realistic calls: ~2 KB arguments, typed parameters, 1–5 ms bodies",
     ]
 
 

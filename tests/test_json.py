@@ -16,6 +16,7 @@ import os
 import pickle
 import subprocess
 import sys
+import traceback
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -789,3 +790,124 @@ def test_j022_a_container_held_at_many_places_is_frozen_once() -> None:
         node = node["a"]
     assert node == {"leaf": (1,)}
     assert hash(frozen) == hash(freeze_json(shared))
+
+
+# ---------------------------------------------------------------- the recursive fast path
+
+
+@given(maybe_json_values())
+def test_j020_the_fast_path_and_the_walk_freeze_alike(value: object) -> None:
+    """J-020/J-021: nested values take a recursive fast path while they are shallow and
+    small; it freezes exactly what the iterative walk freezes, and gives the walk whatever
+    it would reject (so the error names the path)."""
+    import dsh_tools._json as json_module
+
+    kind = type(value)
+    if kind not in (dict, list, tuple):
+        return
+    try:
+        walked = json_module._freeze_container(value, kind)
+    except TypeError as exc:
+        with pytest.raises(TypeError, match=exactly(str(exc))):
+            json_module._freeze_nested(value, kind)
+    else:
+        fast = json_module._freeze_nested(value, kind)
+        assert deep_equal(fast, walked)
+        assert type(fast) is type(walked)
+        _assert_deeply_frozen(fast)
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ({"a": [{1: 2}]}, "non-str key at $.a[0]"),
+        ({"a": [{"\ud800": 2}]}, "unpaired surrogate at $.a[0]"),
+        ({"a": {"b": "\udfff"}}, "unpaired surrogate at $.a.b"),
+        ([["\udfff"]], "unpaired surrogate at $[0][0]"),
+        ({"a": {"b": -0.0}}, "negative zero at $.a.b"),
+        ([[math.nan]], "non-finite float at $[0][0]"),
+        ([[1j]], "unsupported type complex at $[0][0]"),
+    ],
+)
+def test_j021_what_the_fast_path_refuses_is_reported_with_its_path(
+    value: object, message: str
+) -> None:
+    """J-021: the fast path hands a value it cannot keep to the iterative walk."""
+    with pytest.raises(TypeError, match=exactly(f"not lossless JSON: {message}")):
+        freeze_json(value)
+
+
+def test_j020_the_fast_path_keeps_frozen_parts_and_ordinary_leaves() -> None:
+    """J-020/J-031: frozen dicts and tuples of frozen items are kept as they are; a big int,
+    floats, booleans and ``None`` pass."""
+    inner = FrozenDict({"x": 1})
+    kept = (1, "é", (2.5,))
+    value = {"a": [inner, kept], "b": {"n": 2**2100, "f": -1.5, "z": 0.0, "t": True, "v": None}}
+    frozen = freeze_json(value)
+    assert frozen["a"][0] is inner
+    assert frozen["a"][1] is kept
+    assert frozen["b"] == {"n": 2**2100, "f": -1.5, "z": 0.0, "t": True, "v": None}
+    nested_tuple = ([1],)
+    assert freeze_json({"k": nested_tuple})["k"] == ((1,),)
+
+
+def test_j022_values_too_deep_or_too_large_for_the_fast_path_freeze_alike() -> None:
+    """J-022: past the fast path's depth or size the iterative walk takes over, with the
+    same result (a shared, already frozen tuple deep inside stays itself)."""
+    import dsh_tools._json as json_module
+
+    shared = (1, 2)
+    deep: Any = [shared, shared]
+    for _ in range(json_module._FAST_DEPTH + 5):
+        deep = {"d": deep}
+    frozen = freeze_json(deep)
+    node = frozen
+    while type(node) is FrozenDict:
+        node = node["d"]
+    assert node[0] is shared
+    assert node[1] is shared
+    wide = [{"i": i, "v": [i]} for i in range(json_module._FAST_CONTAINERS)]
+    assert freeze_json(wide) == tuple({"i": i, "v": (i,)} for i in range(len(wide)))
+
+
+def test_j022_the_fast_path_gives_way_near_the_recursion_limit() -> None:
+    """J-022: called with little recursion left (a caller deep in its own recursion), the
+    fast path's frames (one per level, 30 here) would overflow; the iterative walk freezes
+    the value instead. Each recursion limit just above the current depth is tried: wherever
+    the walk alone fits, ``freeze_json`` succeeds."""
+    import dsh_tools._json as json_module
+
+    value: Any = [1]
+    for _ in range(30):
+        value = {"a": value}
+
+    def walk_alone(v: Any) -> Any:
+        # As deep as freeze_json's own way to the walk: freeze_json, _freeze_nested.
+        return (lambda w: json_module._freeze_container(w, dict))(v)
+
+    def attempt(fn: Any, v: Any) -> Any:
+        try:
+            return fn(v)
+        except RecursionError:
+            return RecursionError
+
+    limit = sys.getrecursionlimit()
+    depth = len(traceback.extract_stack())
+    fitted = 0
+    try:
+        for extra in range(120):
+            try:
+                sys.setrecursionlimit(depth + extra)
+            except RecursionError:
+                continue  # below the current depth (C calls count too)
+            walked = attempt(walk_alone, value)
+            frozen = attempt(freeze_json, value)
+            sys.setrecursionlimit(limit)
+            if walked is not RecursionError:
+                fitted += 1
+                assert frozen is not RecursionError, extra
+                assert deep_equal(frozen, value)
+                _assert_deeply_frozen(frozen)
+    finally:
+        sys.setrecursionlimit(limit)
+    assert fitted > 0

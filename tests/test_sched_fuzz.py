@@ -10,7 +10,9 @@ The ``sched-fuzz`` profile (tests/conftest.py) sets the number of batches.
 
 §14 also says that every such run is deterministic: trio runs the tasks that become ready
 together in a random order, so the kit keeps its waits apart (the timing model in
-``dsh_sched._fuzz_scenario``), and each example is run several times and compared.
+``dsh_sched._fuzz_scenario``), and each example is run several times and compared: all of
+a finished batch, and of a batch that something ended early, everything before the instant
+it ended (at that instant, the ready tasks race with the exception: ``ended_early_cut``).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ import dsh_sched.testing
 from dsh_sched import CallCommitted, CallStarted, CommittedCall, ContextAccepted, ModelToolCall
 from dsh_sched.testing import (
     FuzzInterrupt,
+    HookSpec,
     Scenario,
     ScenarioRun,
     SinkFailure,
@@ -110,12 +113,13 @@ def committed_digest(committed: CommittedCall) -> tuple[object, ...]:
     )
 
 
-def run_digest(run: ScenarioRun) -> tuple[object, ...]:
+def run_digest(run: ScenarioRun, *, before: float | None = None) -> tuple[object, ...]:
     """Everything a run produced, in a form two runs of one scenario can be compared in.
 
     Batch numbers, execution tokens and message ids are fresh in every run: batch numbers
     are counted from the run's first, tokens numbered in order of appearance, ids dropped.
-    Times are kept: virtual times are part of what must repeat.
+    Times are kept: virtual times are part of what must repeat. With ``before``, only the
+    events that happened before that virtual time are taken.
     """
     tokens: dict[object, int] = {}
     batches = [e.batch for e in run.events if e.batch is not None]
@@ -154,6 +158,7 @@ def run_digest(run: ScenarioRun) -> tuple[object, ...]:
             detail(e.detail),
         )
         for e in run.events
+        if before is None or e.time < before
     )
     outcome = run.outcome
     return (
@@ -170,19 +175,151 @@ def run_digest(run: ScenarioRun) -> tuple[object, ...]:
         error(run.interrupted),
         error(run.block_error),
         run.cancelled,
-        None if run.iterated is None else tuple(committed_digest(c) for c in run.iterated),
+        iterated_digest(run),
         run.problems,
     )
+
+
+def iterated_digest(run: ScenarioRun) -> tuple[object, ...] | None:
+    """What the block's iteration read, where that is part of what must repeat.
+
+    When the batch finished, the iteration read every committed call. When something ended
+    the batch early (an interruption, a failure, a cancellation), the block's task and the
+    tasks that commit the last calls are ready at the same instant: how many of those last
+    commits the reader took before the exception reached it depends on the order trio runs
+    them in, as with any consumer of a channel. Only the prefix rule holds then, which
+    ``check_scenario_run`` checks on every run (the ``iterated`` problem); the digest keeps
+    whether there was an iteration.
+    """
+    if run.iterated is None:
+        return None
+    if run.outcome is None:
+        return ("ended early",)
+    return tuple(committed_digest(c) for c in run.iterated)
 
 
 @settings(settings.get_profile("sched-fuzz"), max_examples=200)
 @given(scenarios())
 def test_every_run_of_a_fuzzed_batch_is_the_same(scenario: Scenario) -> None:
     # Hypothesis seeds trio's scheduler once per example, so the runs below see different
-    # orders for the tasks that become ready together: none of them may matter.
-    first, *others = (run_digest(run_once(scenario)) for _ in range(3))
+    # orders for the tasks that become ready together: none of them may matter, except at
+    # the instant something ended the batch early (ended_early_cut).
+    runs = [run_once(scenario) for _ in range(3)]
+    cut = ended_early_cut(runs)
+    first, *others = (run_digest(run, before=cut) for run in runs)
     for other in others:
         assert other == first
+
+
+def ended_early_cut(runs: list[ScenarioRun]) -> float | None:
+    """``None`` when every run finished; otherwise the earliest instant at which one of
+    them ended early (the time of its last sink event).
+
+    When an internal failure, an interruption, a cancellation or the block's exception ends
+    a batch, the tasks that are ready at that instant race with it: a body dispatched just
+    before may or may not take its first step, a reader may or may not take the last
+    commit. Everything before that instant must repeat, and every run's trace is checked
+    against the invariants (``run_scenario``), but what happens at it is trio's order.
+    """
+    if all(run.outcome is not None for run in runs):
+        return None
+    ends = [
+        max((e.time for e in run.events if e.kind in ("call", "result", "context")), default=0.0)
+        for run in runs
+    ]
+    return min(ends)
+
+
+def interrupted_while_iterating() -> Scenario:
+    """Found by the fuzz: at 0.5 s call 0 commits, then call 1's observer interrupts the
+    batch while the block iterates; the reader may or may not take call 1 first."""
+    return Scenario(
+        tools=(
+            ToolSpec(
+                name="t0",
+                classifier="by_argument",
+                body="swallow_cancel",
+                delay=2.0,
+                contexts=1,
+                concludes=True,
+            ),
+        ),
+        hooks=(
+            HookSpec(stage="pre", action="ask", tool="t0", delay=1.0),
+            HookSpec(stage="observer", action="interrupt", tool="t0", delay=0.5),
+            HookSpec(stage="pre", action="deny", tool="t0", delay=3.0),
+        ),
+        calls=(
+            ModelToolCall(call_id="c0", name="missing", arguments='{"parallel": false}'),
+            ModelToolCall(call_id="c1", name="t0", arguments='{"parallel": true}'),
+            ModelToolCall(call_id="c2", name="missing", arguments="NaN"),
+        ),
+        max_parallel=4,
+        abort_at=2.25,
+        cancel_at=None,
+        block_raises_at=2.875,
+        sink_fails_at=None,
+        iterate=True,
+        keep_results=True,
+        use_open_batch=True,
+    )
+
+
+def test_an_iteration_ended_early_is_a_prefix_in_every_order() -> None:
+    """S-037: trio's order decides how far the reader got before the interruption; every
+    order gives the same digest, and what was read is a prefix of what was committed."""
+    scenario = interrupted_while_iterating()
+    read: set[tuple[int, ...]] = set()
+    digests = set()
+    for seed in range(8):
+        # The order of the tasks that are ready together comes from trio's own generator
+        # (private name, test-only, as in tests/ki_sweep.py).
+        trio._core._run._r.seed(seed)
+        run = run_once(scenario)
+        assert run.interrupted is not None
+        assert run.iterated is not None
+        committed = [e.index for e in run.events if e.kind == "result"]
+        got = tuple(c.index for c in run.iterated)
+        assert list(got) == committed[: len(got)]
+        read.add(got)
+        digests.add(run_digest(run))
+    # Both orders happen among these seeds, and neither shows in the digest.
+    assert read == {(0,), (0, 1)}
+    assert len(digests) == 1
+
+
+def test_a_body_dispatched_as_the_batch_fails_may_or_may_not_start() -> None:
+    """S-037: found by the fuzz. At 0.5 s call 0 is dispatched and the sink fails on call
+    1's start at once: trio's order decides whether call 0's instant body takes its first
+    step before the failure cancels it. Before that instant every order repeats."""
+    scenario = attrs.evolve(
+        reviewer_scenario(block_raises_at=0.375),
+        tools=(
+            ToolSpec(
+                name="t0",
+                classifier="parallel",
+                body="instant",
+                delay=0.0,
+                contexts=0,
+                concludes=False,
+                finalizer_interrupts=True,
+            ),
+        ),
+        max_parallel=2,
+        sink_fails_at=1,
+        iterate=True,
+        keep_results=False,
+    )
+    runs = []
+    for seed in range(8):
+        trio._core._run._r.seed(seed)  # trio's order of ready tasks (test-only, private)
+        runs.append(run_once(scenario))
+    assert all(run.failure is not None for run in runs)
+    bodies = {tuple(e.kind for e in run.events if e.kind.startswith("body")) for run in runs}
+    assert bodies == {(), ("body_start", "body_end")}
+    cut = ended_early_cut(runs)
+    assert cut == 0.5
+    assert len({run_digest(run, before=cut) for run in runs}) == 1
 
 
 def codes(run: ScenarioRun) -> list[str | None]:

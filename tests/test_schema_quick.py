@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import json
+import sys
+import traceback
 from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dsh_tools import freeze_json
+from dsh_tools._schema_quick import _QUICK_DEPTH
 from dsh_tools._schema_validate import CompiledSchema
 from tests.strategies import json_values, near_values, schemas, valid_values
 
@@ -91,23 +95,98 @@ def test_the_flat_object_acceptor_decides_what_the_walk_decides(data: st.DataObj
     assert quick(frozen) == (valid and not integral_float)
 
 
-def test_the_acceptor_takes_flat_objects_only() -> None:
+def test_the_acceptor_takes_nested_objects_arrays_and_string_enums() -> None:
     leaf = {"type": "string"}
     taken = [
         {"type": "object"},
         {"type": "object", "properties": {"a": leaf, "b": {}}, "required": ["a"]},
         {"type": "object", "properties": {"a": leaf}, "additionalProperties": False},
+        {"type": "object", "properties": {"a": {"type": "object", "properties": {}}}},
+        {"type": "object", "properties": {"a": {"type": "string", "enum": ["x"]}}},
+        {"type": "object", "properties": {"a": {"type": "array", "items": leaf}}},
+        {"type": "array", "items": {}},
+        {"type": "array", "items": {"type": "array", "items": leaf}},
     ]
     for schema in taken:
         assert CompiledSchema(schema)._quick is not None, schema
     left_to_the_walk = [
-        {"type": "object", "properties": {"a": {"type": "object", "properties": {}}}},
         {"type": "object", "properties": {"a": {"enum": ["x"]}}},
-        {"type": "object", "properties": {"a": {"type": "array", "items": leaf}}},
         {"type": "object", "properties": {"a": {"oneOf": [leaf, {"type": "null"}]}}},
+        {"type": "array", "items": {"oneOf": [leaf, {"type": "null"}]}},
+        {"type": "integer", "enum": [1]},
     ]
     for schema in left_to_the_walk:
         assert CompiledSchema(schema)._quick is None, schema
+
+
+def test_a_schema_nested_too_deep_has_no_acceptor() -> None:
+    schema: dict[str, Any] = {"type": "string"}
+    for _ in range(_QUICK_DEPTH + 2):
+        schema = {"type": "array", "items": schema}
+    assert CompiledSchema(schema)._quick is None
+    assert CompiledSchema(schema["items"]["items"])._quick is not None
+
+
+@settings(max_examples=400)
+@given(st.data())
+def test_an_acceptor_never_accepts_an_invalid_value(data: st.DataObject) -> None:
+    schema: Any = data.draw(schemas(), label="schema")
+    value = data.draw(
+        st.one_of(valid_values(schema), near_values(schema), json_values()), label="value"
+    )
+    try:
+        frozen = freeze_json(value)
+    except TypeError:
+        return
+    compiled = CompiledSchema(schema)
+    if compiled._quick is not None and compiled._quick(frozen):
+        assert compiled.validate(frozen) == []
+
+
+def test_a_nested_acceptor_on_chosen_values() -> None:
+    schema = {
+        "type": "object",
+        "properties": {
+            "filters": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "op": {"type": "string", "enum": ["eq", "lt"]},
+                        "value": {"type": "string"},
+                        "any": {},
+                    },
+                    "required": ["op"],
+                    "additionalProperties": False,
+                },
+            },
+            "tags": {"type": "array", "items": {"type": "string"}},
+            "raw": {"type": "array", "items": {}},
+        },
+    }
+    compiled = CompiledSchema(schema)
+    quick = compiled._quick
+    assert quick is not None
+    accepted = [
+        {"filters": [{"op": "eq", "value": "v", "any": [1]}, {"op": "lt"}], "tags": ["a"]},
+        {"raw": [1, "x", None]},
+        {},
+    ]
+    for value in accepted:
+        assert quick(freeze_json(value)), value
+    rejected = [
+        {"filters": [{"op": "gt"}]},  # not in the enum
+        {"filters": [{"op": 1}]},
+        {"filters": [{"value": "v"}]},  # "op" missing
+        {"filters": [{"op": "eq", "extra": 1}]},  # undeclared
+        {"filters": {"op": "eq"}},  # not an array
+        {"tags": ["a", 1]},
+        {"raw": {"a": 1}},
+    ]
+    for value in rejected:
+        frozen = freeze_json(value)
+        assert not quick(frozen), value
+        assert compiled.validate_frozen(frozen) == compiled.validate(frozen) != [], value
 
 
 def test_the_acceptor_never_takes_an_unfrozen_object() -> None:
@@ -142,3 +221,52 @@ def test_the_flat_object_acceptor_on_chosen_values() -> None:
     for value in rejected:
         assert not quick(freeze_json(value)), value
     assert compiled.validate_frozen(freeze_json({"n": 2.0})) == []
+
+
+def test_a_nested_acceptor_gives_way_near_the_recursion_limit() -> None:
+    """With little recursion left, a nested acceptor's recursion would overflow: the full
+    walk (iterative) decides instead, with the same answer. Each recursion limit just
+    above the current depth is tried: wherever the walk alone still fits,
+    ``validate_frozen`` answers as it does, and at some of them the acceptor overflowed."""
+    schema: dict[str, Any] = {"type": "string"}
+    for _ in range(8):
+        schema = {"type": "array", "items": {"type": "object", "properties": {"a": schema}}}
+    compiled = CompiledSchema(schema)
+    quick = compiled._quick
+    assert quick is not None
+    value: Any = "x"
+    for _ in range(8):
+        value = [{"a": value}]
+    good = freeze_json(value)
+    bad = freeze_json(json.loads(json.dumps(value).replace('"x"', "1")))
+    expected = {id(good): [], id(bad): compiled.validate(bad)}
+    assert expected[id(bad)] != []
+
+    def attempt(fn: Any, *args: Any) -> Any:
+        try:
+            return fn(*args)
+        except RecursionError:
+            return RecursionError
+
+    limit = sys.getrecursionlimit()
+    depth = len(traceback.extract_stack())
+    overflowed = 0
+    try:
+        for extra in range(120):
+            for frozen in (good, bad):
+                try:
+                    sys.setrecursionlimit(depth + extra)
+                except RecursionError:
+                    continue  # below the current depth (C calls count too)
+                # Through one more frame, as validate_frozen calls validate.
+                walked = attempt(lambda f: compiled.validate(f), frozen)
+                accepted = attempt(quick, frozen)
+                answer = attempt(compiled.validate_frozen, frozen)
+                sys.setrecursionlimit(limit)
+                if walked is not RecursionError:
+                    assert walked == expected[id(frozen)]
+                    assert answer == walked
+                    overflowed += accepted is RecursionError
+    finally:
+        sys.setrecursionlimit(limit)
+    assert overflowed > 0

@@ -39,6 +39,9 @@ from dsh_tools import (
 from tests.helpers import error_text, mode, run
 from tests.strategies import valid_values
 
+if typing.TYPE_CHECKING:
+    from collections.abc import Iterator
+
 
 class Color(enum.Enum):
     RED = "red"
@@ -317,19 +320,28 @@ async def test_h027_root_open_attrs_closed_at_run_time() -> None:
 # --------------------------------------------------------------------------- decoration errors
 
 
-def test_h031_sync_function() -> None:
-    """H-031: ``@tool(<name>) requires an async function``."""
+def test_h031_not_a_function() -> None:
+    """H-031: ``@tool(<name>) requires a function (async def or def)``: a plain ``def`` is
+    accepted since issue 19 (tests/test_sync_body.py); a generator function, a class or a
+    callable object is not."""
 
-    def sync(x: int) -> int:
-        """Sync."""
-        return x
+    def gen(x: int) -> Iterator[int]:
+        """Gen."""
+        yield x
 
+    class Callable_:
+        """C."""
+
+        def __call__(self, x: int) -> int:
+            return x
+
+    for fn in (gen, Callable_(), Callable_):
+        with pytest.raises(TypeError) as info:
+            tool(name="renamed")(fn)
+        assert str(info.value) == "@tool(renamed) requires a function (async def or def)"
     with pytest.raises(TypeError) as info:
-        tool(sync)  # type: ignore[arg-type]
-    assert str(info.value) == "@tool(sync) requires an async function"
-    with pytest.raises(TypeError) as info:
-        tool(name="renamed")(sync)  # type: ignore[arg-type]
-    assert str(info.value) == "@tool(renamed) requires an async function"
+        tool(gen)
+    assert str(info.value) == "@tool(gen) requires a function (async def or def)"
 
 
 def test_h031_variadic_parameters() -> None:

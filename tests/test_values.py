@@ -241,3 +241,18 @@ def test_disposer_has_no_public_constructor() -> None:
 
     with pytest.raises(TypeError, match="returned by registration methods"):
         Disposer()
+
+
+def test_lists_of_strings_and_booleans_structure_at_once_or_through_cattrs() -> None:
+    """A frozen array of exactly ``str`` (or ``bool``) items becomes a fresh list without a
+    hook per item; anything else goes through cattrs' own list hook and its messages."""
+    names = ("a", "b")
+    structured = converter.structure(names, list[str])
+    assert structured == ["a", "b"]
+    assert type(structured) is list
+    assert converter.structure((True, False), list[bool]) == [True, False]
+    assert converter.structure(["a"], list[str]) == ["a"]  # a plain list: cattrs' hook
+    for value, kind in (((1,), list[str]), (("a", 1), list[str]), ((1,), list[bool])):
+        with pytest.raises(Exception, match="While structuring list") as info:
+            converter.structure(value, kind)
+        assert "expected a" in str(info.value.exceptions[0])  # type: ignore[attr-defined]

@@ -31,6 +31,14 @@ keeps apart every two tasks whose order would show in the trace or the outcome:
 What else is ready at one of these instants (the driver reacting to a cancellation, the
 block reading the iteration, trio's own tasks) records nothing or is the only task that
 records. ``run_checked`` with your own tools is as deterministic as your tools are.
+
+One thing is not part of the deterministic record: the instant at which something ends
+the batch early (an interruption, an internal failure, a cancellation, the block's
+exception). The tasks ready at that instant race with the exception: a body dispatched just
+before may or may not take its first step, and the block's reader may or may not take the
+last commits (``ScenarioRun.iterated`` is then only a prefix of the committed calls, which
+``check_scenario_run`` checks). Everything before that instant repeats; every run's trace
+satisfies the invariants either way.
 """
 
 from __future__ import annotations

@@ -91,6 +91,27 @@ def _strict(kind: type[T]) -> Any:
 converter.register_structure_hook(str, _strict(str))
 converter.register_structure_hook(bool, _strict(bool))
 
+
+def _scalar_list(kind: type) -> Any:
+    # A frozen array of exactly that scalar (what validated arguments hold) becomes a list
+    # at once; anything else takes the converter's own hook, with its messages.
+    general = converter.get_structure_hook(list[kind])  # type: ignore[valid-type]
+
+    def structure(value: object, annotation: object) -> list[Any]:
+        if type(value) is tuple and all(type(x) is kind for x in value):
+            return list(value)
+        return general(value, annotation)  # type: ignore[no-any-return]
+
+    return structure
+
+
+def _is(annotation: object) -> Any:
+    return lambda candidate: candidate == annotation
+
+
+for _kind in (str, bool):
+    converter.register_structure_hook_func(_is(list[_kind]), _scalar_list(_kind))  # type: ignore[valid-type]
+
 # freeze_json names the Python type it refused ("unsupported type mod.Class"); the durable
 # form speaks JSON, so that reason is reworded.
 _UNSUPPORTED: Final = re.compile(r"unsupported type \S+")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import attrs
 
@@ -12,6 +12,7 @@ from ._errors import JsonSchemaError, ToolArgsError
 from ._json import FrozenDict, freeze_json
 from ._schema_check import assert_supported_json_schema
 from ._schema_validate import CompiledSchema
+from ._sync_body import async_body
 
 if TYPE_CHECKING:
     from ._calls import ToolExecution, ToolRunContext
@@ -23,6 +24,8 @@ __all__ = ["build_validating_tool", "define_tool"]
 _OBJECT_ROOT = '#: parameters must have "type": "object"'
 
 Execute = Callable[[FrozenDict, "ToolRunContext"], Awaitable[object]]
+#: What ``define_tool`` takes: an ``async def`` body or a plain ``def`` one.
+AnyExecute = Callable[[FrozenDict, "ToolRunContext"], object]
 Classifier = bool | Callable[[FrozenDict], object]
 FinalizeContent = Callable[["ToolExecution", "ToolResult"], "Sequence[ContentBlock] | None"]
 
@@ -33,12 +36,13 @@ def define_tool(
     description: str,
     parameters: Any,
     output: Output,
-    execute: Execute,
+    execute: AnyExecute,
     timeout: float | None = None,
     is_concurrency_safe: Classifier = False,
     finalize_content: FinalizeContent | None = None,
     present_call: Callable[[FrozenDict], object] | None = None,
     present_result: Callable[[FrozenDict, ToolResult], object] | None = None,
+    blocking: bool | None = None,
 ) -> ToolDefinition:
     """Build a :class:`ToolDefinition` whose arguments are validated against ``parameters``.
 
@@ -56,18 +60,23 @@ def define_tool(
         parameters: A JSON Schema of the supported subset with ``"type": "object"`` at the
             root.
         output: The :class:`Output` declaration.
-        execute: ``async execute(arguments, ctx)`` with the validated, frozen arguments.
+        execute: ``async execute(arguments, ctx)`` with the validated, frozen arguments,
+            or a plain ``def execute(arguments, ctx)`` (see ``blocking``).
         timeout: Seconds, enforced by the timeout policy; positive and finite.
         is_concurrency_safe: ``True``, ``False`` or a classifier over the valid arguments.
         finalize_content: As for :class:`ToolDefinition`.
         present_call: Optional ``present_call(arguments)`` for a UI.
         present_result: Optional ``present_result(arguments, result)`` for a UI.
+        blocking: For a plain ``def`` only: ``False`` calls it inline, in the trio thread
+            (it must never block; nothing can interrupt it); otherwise (the default) it runs
+            in a worker thread the call always waits for, as for ``@tool``.
 
     Returns:
         The definition, ready to register.
 
     Raises:
-        TypeError: ``timeout`` is not a number, or a :class:`ToolDefinition` check failed.
+        TypeError: ``timeout`` is not a number, ``blocking`` is given for something that
+            is not a plain ``def``, or a :class:`ToolDefinition` check failed.
         ValueError: ``define_tool(<name>): timeout must be a positive finite number``.
         JsonSchemaError: ``parameters`` is unsupported or has no object root
             (``#: parameters must have "type": "object"``).
@@ -87,13 +96,16 @@ def define_tool(
         ...     execute=upper,
         ... )  # doctest: +SKIP
     """
+    label = f"define_tool({name})"
+    body = async_body(label, execute, blocking)
     return build_validating_tool(
-        label=f"define_tool({name})",
+        label=label,
         name=name,
         description=description,
         parameters=parameters,
         output=output,
-        execute=execute,
+        # Any other callable is checked, and reported, by ToolDefinition as before.
+        execute=cast("Execute", execute) if body is None else body,
         timeout=timeout,
         is_concurrency_safe=is_concurrency_safe,
         finalize_content=finalize_content,

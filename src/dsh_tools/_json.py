@@ -1,8 +1,9 @@
 """The lossless JSON boundary: ``freeze_json``, ``thaw_json`` and ``FrozenDict``.
 
 Everything that crosses into the runtime (arguments, values, meta, schemas, context sources)
-goes through :func:`freeze_json`. Both walks are iterative so that a nesting depth of 5000
-(or far more) never touches Python's recursion limit.
+goes through :func:`freeze_json`. A shallow value is frozen recursively (the fast path);
+anything deeper goes through an iterative walk, so that a nesting depth of 5000 (or far
+more) never touches Python's recursion limit. :func:`thaw_json` lives in ``_json_thaw``.
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ from __future__ import annotations
 import math
 import sys
 from typing import TYPE_CHECKING, Any, Final, NoReturn, TypeAlias, final
+
+from ._json_thaw import thaw_json
 
 __all__ = [
     "FrozenDict",
@@ -20,7 +23,7 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Iterator, Mapping
+    from collections.abc import Iterable, Mapping
     from typing import Self
 
 #: A frozen JSON value: ``None``, ``bool``, ``int``, ``float``, ``str``, a ``tuple`` of frozen
@@ -294,7 +297,7 @@ def freeze_json(value: object) -> JsonValue:
         return value
     if t is dict:  # most tool arguments: a flat object
         flat = _freeze_flat(value, t)
-        return flat if flat is not None else _freeze_container(value, t)
+        return flat if flat is not None else _freeze_nested(value, t)
     try:
         if _check_scalar(value, t):
             return value
@@ -307,7 +310,7 @@ def freeze_json(value: object) -> JsonValue:
     flat = _freeze_flat(value, t)
     if flat is not None:
         return flat
-    return _freeze_container(value, t)
+    return _freeze_nested(value, t)
 
 
 def _freeze_flat(root: Any, t: type) -> JsonValue | None:
@@ -344,6 +347,83 @@ def _freeze_flat(root: Any, t: type) -> JsonValue | None:
     except _NotLossless:
         return None
     return root if t is tuple else tuple(root)
+
+
+#: How deep and how many containers the recursive fast path goes before it hands the
+#: value to the iterative walk: far below the recursion limit, and a bound on the work a
+#: value that shares containers (which the recursion copies once per place) can waste.
+_FAST_DEPTH: Final = 40
+_FAST_CONTAINERS: Final = 5000
+
+
+class _Fallback(Exception):
+    """Internal: the recursive fast path gives up; the iterative walk decides."""
+
+
+_FALLBACK: Final = _Fallback()
+
+
+def _freeze_nested(root: Any, t: type) -> JsonValue:
+    """Freeze a value with nested containers: recursively while it is shallow, small and
+    lossless (most nested arguments), otherwise with the iterative walk, which also reports
+    what is not lossless, and where."""
+    budget = _FAST_CONTAINERS
+
+    def walk(node: Any, t: type, depth: int) -> Any:
+        # Returns the frozen copy of a dict, list or tuple; raises _FALLBACK to give up.
+        nonlocal budget
+        budget -= 1
+        if depth > _FAST_DEPTH or budget < 0:
+            raise _FALLBACK
+        if t is dict:
+            out: dict[str, Any] = {}
+            for key, item in node.items():
+                if type(key) is not str or not (key.isascii() or is_lossless_str(key)):
+                    raise _FALLBACK
+                kind = type(item)
+                if kind is str:
+                    if not item.isascii() and not is_lossless_str(item):
+                        raise _FALLBACK
+                elif kind is dict or kind is list or kind is tuple:
+                    item = walk(item, kind, depth + 1)
+                elif not _leaf_ok(item, kind):
+                    raise _FALLBACK
+                out[key] = item
+            frozen = _dict_new(FrozenDict)
+            _dict_update(frozen, out)
+            frozen._hash = None
+            return frozen
+        items: list[Any] = []
+        changed = t is list
+        for item in node:
+            kind = type(item)
+            if kind is str:
+                if not item.isascii() and not is_lossless_str(item):
+                    raise _FALLBACK
+            elif kind is dict or kind is list or kind is tuple:
+                frozen_item = walk(item, kind, depth + 1)
+                if frozen_item is not item:
+                    changed = True
+                item = frozen_item
+            elif not _leaf_ok(item, kind):
+                raise _FALLBACK
+            items.append(item)
+        return tuple(items) if changed else node
+
+    try:
+        return walk(root, t, 0)
+    except (_Fallback, RecursionError):  # the caller may itself be deep in recursion
+        return _freeze_container(root, t)
+
+
+def _leaf_ok(item: Any, kind: type) -> bool:
+    """Whether the fast path keeps a leaf that is not a ``str`` as it is."""
+    if kind is int:
+        return item.bit_length() <= _ALWAYS_OK_BITS or _int_ok(item)
+    if kind is float:
+        finite = item == item and item not in (math.inf, -math.inf)
+        return finite and (item != 0.0 or math.copysign(1.0, item) > 0)
+    return kind is bool or item is None or kind is FrozenDict
 
 
 _NOT_DONE: Final = object()
@@ -416,48 +496,3 @@ def _check_keys(frames: list[_Frame], f: _Frame) -> None:
             _fail(frames, "non-str key", at_container=True)
         if not is_lossless_str(key):
             _fail(frames, "unpaired surrogate", at_container=True)
-
-
-def thaw_json(value: JsonValue) -> Any:
-    """Return a fresh plain copy (``dict``/``list``) of a JSON value, iteratively.
-
-    Tuples become lists and every ``dict`` (frozen or not) a new ``dict``; scalars are
-    returned as they are.
-
-    Raises:
-        TypeError: ``value`` contains itself (only plain, mutable input can).
-    """
-    if not isinstance(value, (dict, list, tuple)):
-        return value
-    root: Any = {} if isinstance(value, dict) else []
-    # The containers being copied, outermost first: one met again inside itself is a cycle.
-    on_path: set[int] = {id(value)}
-    stack: list[tuple[Iterator[Any], Any, int]] = [(_iter_children(value), root, id(value))]
-    while stack:
-        it, out, _ = stack[-1]
-        for key, child in it:
-            if isinstance(child, (dict, list, tuple)):
-                if id(child) in on_path:
-                    raise TypeError("thaw_json: the value contains itself, which JSON cannot")
-                new: Any = {} if isinstance(child, dict) else []
-                _put(out, key, new)
-                on_path.add(id(child))
-                stack.append((_iter_children(child), new, id(child)))
-                break
-            _put(out, key, child)
-        else:
-            on_path.discard(stack.pop()[2])
-    return root
-
-
-def _iter_children(node: Any) -> Iterator[tuple[Any, Any]]:
-    if isinstance(node, dict):
-        return iter(node.items())
-    return ((None, item) for item in node)
-
-
-def _put(out: Any, key: Any, child: Any) -> None:
-    if type(out) is dict:
-        out[key] = child
-    else:
-        out.append(child)

@@ -50,38 +50,74 @@ def _constraints(schema: dict[str, Any]) -> list[str]:
     return [key for key in schema if key not in _ANNOTATIONS]
 
 
+#: How deep a schema's quick acceptor may nest (it recurses along the schema, not the
+#: value): deeper schemas have none, and take the full walk.
+_QUICK_DEPTH: Final = 16
+
+
 def quick_predicate(schema: object) -> Any:
     """A fast acceptor of frozen values, or ``None`` when the schema has none.
 
-    Schemas with no constraint or only ``type`` are decided with one test; a flat object
-    (``properties`` whose schemas are of that kind, ``required``, ``additionalProperties``)
-    with one pass over its keys. An acceptor never accepts an invalid value; it may reject
-    a valid one, which the full walk then accepts (the caller always falls back to it).
+    Schemas with no constraint or only ``type`` are decided with one test; a string ``enum``
+    with a set lookup; an object (``properties``, ``required``, ``additionalProperties``)
+    with one pass over its keys, and an array (``items``) with one pass over its items,
+    each property or item by its own acceptor. An acceptor never accepts an invalid value;
+    it may reject a valid one, which the full walk then accepts (the caller always falls
+    back to it).
     """
-    if not isinstance(schema, dict):  # pragma: no cover - a checked schema is a mapping
+    return _quick(schema, 0)
+
+
+def _quick(schema: object, depth: int) -> Any:
+    if not isinstance(schema, dict) or depth > _QUICK_DEPTH:
         return None
     constraints = _constraints(schema)
     if not constraints:
         return lambda v: True  # a frozen value is lossless JSON, all that {} asks
+    kind: Any = schema.get("type")
     if constraints == ["type"]:
-        return _QUICK_TYPES.get(schema["type"])
-    if schema.get("type") == "object" and _OBJECT_CONSTRAINTS.issuperset(constraints):
-        return _quick_flat_object(schema)
+        return _QUICK_TYPES.get(kind)
+    if sorted(constraints) == ["enum", "type"] and kind == "string":
+        values = frozenset(schema["enum"])
+        return lambda v: type(v) is str and v in values
+    if kind == "object" and _OBJECT_CONSTRAINTS.issuperset(constraints):
+        return _quick_object(schema, depth)
+    if kind == "array" and sorted(constraints) == ["items", "type"]:
+        return _quick_array(schema["items"], depth)
     return None
 
 
-def _quick_flat_object(schema: dict[str, Any]) -> Any:
-    declared: dict[str, frozenset[type] | None] = {}
+def _check(schema: dict[str, Any], depth: int) -> Any:
+    """How a property or an item is accepted: ``None`` (anything), a set of exact types,
+    a nested acceptor, or ``_UNDECLARED`` when the schema has no acceptor."""
+    sub_constraints = _constraints(schema)
+    if not sub_constraints:
+        return _ANY_TYPE
+    if sub_constraints == ["type"] and schema["type"] in _FLAT_TYPES:
+        return _FLAT_TYPES[schema["type"]]
+    quick = _quick(schema, depth + 1)
+    return _UNDECLARED if quick is None else quick
+
+
+def _quick_array(items: Any, depth: int) -> Any:
+    check = _check(items, depth)
+    if check is _UNDECLARED:
+        return None
+    if check is None:
+        return lambda v: type(v) is tuple
+    if type(check) is frozenset:
+        types = check
+        return lambda v: type(v) is tuple and types.issuperset(map(type, v))
+    return lambda v: type(v) is tuple and all(check(x) for x in v)
+
+
+def _quick_object(schema: dict[str, Any], depth: int) -> Any:
+    declared: dict[str, Any] = {}
     for name, sub in schema.get("properties", {}).items():
-        if not isinstance(sub, dict):  # pragma: no cover - checked sub-schemas are mappings
+        check = _check(sub, depth)
+        if check is _UNDECLARED:
             return None
-        sub_constraints = _constraints(sub)
-        if not sub_constraints:
-            declared[name] = _ANY_TYPE
-        elif sub_constraints == ["type"] and sub["type"] in _FLAT_TYPES:
-            declared[name] = _FLAT_TYPES[sub["type"]]
-        else:
-            return None
+        declared[name] = check
     required = frozenset(schema.get("required", ()))
     closed = schema.get("additionalProperties") is False
 
@@ -89,11 +125,16 @@ def _quick_flat_object(schema: dict[str, Any]) -> Any:
         if type(v) is not FrozenDict or not v.keys() >= required:
             return False
         for key, x in v.items():
-            types = declared.get(key, _UNDECLARED)
-            if types is _UNDECLARED:
+            check = declared.get(key, _UNDECLARED)
+            if check is _UNDECLARED:
                 if closed:
                     return False
-            elif types is not None and type(x) not in types:
+            elif check is None:
+                continue
+            elif type(check) is frozenset:
+                if type(x) not in check:
+                    return False
+            elif not check(x):
                 return False
         return True
 

@@ -333,8 +333,12 @@ class CompiledSchema:
         are always the full walk's.
         """
         quick = self._quick
-        if quick is not None and quick(value):
-            return []
+        if quick is not None:
+            try:
+                if quick(value):
+                    return []
+            except RecursionError:
+                pass  # nested acceptors recurse; with little recursion left, the walk decides
         return self.validate(value, path)
 
     def validate(self, value: object, path: str = "") -> list[str]:

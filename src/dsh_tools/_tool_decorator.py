@@ -18,6 +18,7 @@ from ._definition import Output, ToolDefinition
 from ._errors import ToolArgsError, ToolOutputError, normalize_message
 from ._exception_groups import leaves
 from ._json import FrozenDict, freeze_json
+from ._sync_body import async_body
 
 if TYPE_CHECKING:
     from ._json import JsonValue
@@ -25,6 +26,8 @@ if TYPE_CHECKING:
 __all__ = ["tool"]
 
 AsyncFunction = Callable[..., Awaitable[Any]]
+#: What ``@tool`` takes: an ``async def`` or a plain ``def``.
+ToolFunction = Callable[..., Any]
 Render = Callable[[Any, Any], Sequence[ContentBlock]]
 PresentationMeta = Callable[[Any, Any], Any]
 
@@ -42,7 +45,7 @@ _EXACT: Final = frozenset((str, int, float, bool))
 
 
 @overload
-def tool(fn: AsyncFunction, /) -> ToolDefinition: ...
+def tool(fn: ToolFunction, /) -> ToolDefinition: ...
 
 
 @overload
@@ -55,11 +58,12 @@ def tool(
     render: Render | None = None,
     presentation_meta: PresentationMeta | None = None,
     finalize_content: FinalizeContent | None = None,
-) -> Callable[[AsyncFunction], ToolDefinition]: ...
+    blocking: bool | None = None,
+) -> Callable[[ToolFunction], ToolDefinition]: ...
 
 
 def tool(
-    fn: AsyncFunction | None = None,
+    fn: ToolFunction | None = None,
     /,
     *,
     name: str | None = None,
@@ -69,8 +73,9 @@ def tool(
     render: Render | None = None,
     presentation_meta: PresentationMeta | None = None,
     finalize_content: FinalizeContent | None = None,
-) -> ToolDefinition | Callable[[AsyncFunction], ToolDefinition]:
-    """Turn an annotated ``async def`` into a validating :class:`ToolDefinition`.
+    blocking: bool | None = None,
+) -> ToolDefinition | Callable[[ToolFunction], ToolDefinition]:
+    """Turn an annotated ``async def`` or plain ``def`` into a validating tool definition.
 
     Every parameter but one annotated :class:`ToolRunContext` becomes a property of an open
     object schema (required when it has no default); the return annotation becomes the
@@ -89,13 +94,20 @@ def tool(
             anything else ``json.dumps(value, ensure_ascii=False, indent=2)``.
         presentation_meta: Optional ``presentation_meta(args, value)``.
         finalize_content: As for :class:`ToolDefinition`.
+        blocking: For a plain ``def`` only. ``False`` declares that it never blocks: it is
+            called inline, in the trio thread (nothing can interrupt it). Otherwise (the
+            default) it runs in a worker thread (``trio.to_thread.run_sync``) that the call
+            always waits for: a cancellation or a timeout cannot interrupt it, so a success
+            it returns after the ``Abort`` fired is ``ABORTED`` and after the tool's
+            deadline ``TOOL_TIMEOUT``.
 
     Returns:
         The definition (bare form), or a decorator that returns it.
 
     Raises:
-        TypeError: not an ``async def``; ``*args``/``**kwargs``; a missing or unsupported
-            annotation; a default that is not lossless JSON; or a definition check.
+        TypeError: not a function (``async def`` or ``def``); ``blocking`` given for an
+            ``async def``; ``*args``/``**kwargs``; a missing or unsupported annotation; a
+            default that is not lossless JSON; or a definition check.
         ValueError: no description, or a bad ``timeout``.
 
     Example:
@@ -114,6 +126,7 @@ def tool(
         render=render,
         presentation_meta=presentation_meta,
         finalize_content=finalize_content,
+        blocking=blocking,
     )
     if fn is not None:
         return _make_tool(fn, options)
@@ -123,6 +136,7 @@ def tool(
 @final
 class _Options:
     __slots__ = (
+        "blocking",
         "description",
         "finalize_content",
         "is_concurrency_safe",
@@ -142,7 +156,9 @@ class _Options:
         render: Render | None,
         presentation_meta: PresentationMeta | None,
         finalize_content: FinalizeContent | None,
+        blocking: bool | None,
     ) -> None:
+        self.blocking = blocking
         self.name = name
         self.description = description
         self.timeout = timeout
@@ -189,13 +205,14 @@ def _is_context(annotation: Any) -> bool:
     return annotation is ToolRunContext
 
 
-def _make_tool(fn: AsyncFunction, options: _Options) -> ToolDefinition:
+def _make_tool(fn: ToolFunction, options: _Options) -> ToolDefinition:
     tool_name = options.name
     if tool_name is None:
         tool_name = getattr(fn, "__name__", None) or repr(fn)
     label = f"@tool({tool_name})"
-    if not inspect.iscoroutinefunction(fn):
-        raise TypeError(f"{label} requires an async function")
+    body = async_body(label, fn, options.blocking)
+    if body is None:
+        raise TypeError(f"{label} requires a function (async def or def)")
     signature = inspect.signature(fn)
     variadic = (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
     if any(p.kind in variadic for p in signature.parameters.values()):
@@ -268,7 +285,7 @@ def _make_tool(fn: AsyncFunction, options: _Options) -> ToolDefinition:
         description=description,
         parameters=parameters,
         output=output,
-        execute=_body(tool_name, fn, tuple(params)),
+        execute=_body(tool_name, body, tuple(params)),
         timeout=options.timeout,
         is_concurrency_safe=options.is_concurrency_safe,
         finalize_content=options.finalize_content,
