@@ -126,7 +126,7 @@ async def test_h021_bad_arguments_fail_before_the_body() -> None:
 
 
 async def test_h021_the_public_execute_still_validates_when_awaited_directly() -> None:
-    """H-021: the pipeline validates in its own body step (decision X2), and the
+    """H-021: the pipeline validates in its own body step (decision 64), and the
     definition's public ``execute`` keeps validating for code that awaits it directly."""
     seen: list[object] = []
     defn = make(execute=recording_body(seen))
@@ -148,7 +148,7 @@ async def test_h021_the_public_execute_still_validates_when_awaited_directly() -
 
 async def test_h021_evolving_a_validating_definition() -> None:
     """H-021: ``attrs.evolve`` with another ``execute`` gives a raw definition (the new body
-    runs unchecked, as before decision X2); any other change keeps the validation."""
+    runs unchecked, as before decision 64); any other change keeps the validation."""
     seen: list[object] = []
     defn = make(execute=recording_body(seen))
     renamed = attrs.evolve(defn, name="renamed")
