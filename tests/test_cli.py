@@ -107,6 +107,21 @@ def test_i004_unknown_api_entry(capsys: pytest.CaptureFixture[str]) -> None:
         inspect_report("api", "toolruntime")  # case-sensitive
 
 
+def test_an_unknown_bare_name_points_at_the_dotted_entry(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A submodule's names are catalogued dotted; the bare name says which entry to ask for."""
+    assert main(["inspect", "api", "WasiCodeRuntime"]) == 1
+    assert capsys.readouterr().err == (
+        'no catalogued api entry named "WasiCodeRuntime"; '
+        'did you mean "dsh_tools.code.WasiCodeRuntime"?\n'
+    )
+    assert main(["inspect", "api", "dsh_tools.code.CodeRunLimits"]) == 0
+    assert capsys.readouterr().out.startswith(
+        "## api\n- dsh_tools.code.CodeRunLimits — What one Code Mode run may use."
+    )
+
+
 def test_i005_i006_events_sorted_with_modes_signatures_and_registration() -> None:
     lines = inspect_report("events").splitlines()
     headers = [line for line in lines if line.startswith("- ")]
@@ -295,6 +310,7 @@ def test_api_covers_every_public_name_of_both_packages() -> None:
     import dsh_sched.aio
     import dsh_sched.testing
     import dsh_tools
+    import dsh_tools.code
     import dsh_tools.lowlevel
     import dsh_tools.policies
     import dsh_tools.testing
@@ -306,6 +322,7 @@ def test_api_covers_every_public_name_of_both_packages() -> None:
         dsh_tools.lowlevel,
         dsh_tools.policies,
         dsh_tools.testing,
+        dsh_tools.code,
         dsh_sched.testing,
         dsh_sched.aio,
     ):

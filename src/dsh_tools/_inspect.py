@@ -65,6 +65,7 @@ API_MODULES: tuple[str, ...] = (
     "dsh_tools.lowlevel",
     "dsh_tools.policies",
     "dsh_tools.testing",
+    "dsh_tools.code",
     "dsh_sched",
     "dsh_sched.testing",
     "dsh_sched.aio",
@@ -307,9 +308,13 @@ def _documented(value: object) -> bool:
 def _api_lines(name: str | None) -> list[str]:
     entries = _catalogue()
     if name is not None:
-        entries = [entry for entry in entries if entry.name == name]
-        if not entries:
-            raise UnknownEntryError(f'no catalogued api entry named "{name}"')
+        found = [entry for entry in entries if entry.name == name]
+        if not found:
+            # A submodule's names are catalogued dotted: point at them by their last part.
+            dotted = [entry.name for entry in entries if entry.name.endswith("." + name)]
+            hint = "".join(f'; did you mean "{other}"?' for other in dotted)
+            raise UnknownEntryError(f'no catalogued api entry named "{name}"{hint}')
+        entries = found
     lines = ["## api"]
     for entry in entries:
         lines.extend(_entry_lines(entry, full=name is not None))
