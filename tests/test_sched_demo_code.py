@@ -171,6 +171,14 @@ async def test_the_sub_calls_run_in_the_programs_order_on_the_virtual_clock(
     for other in subs:
         if other is not write and other.body is not None:
             assert other.body[1] <= write.body[0] or other.body[0] >= write.committed
+    # The run_code row shows the program's description, and its run as its body: from
+    # before the first sub-call started to after the last one committed.
+    assert report.rows[0].arguments == "program: Read the notes, fetch, write a summary"
+    run = report.rows[0].body
+    assert run is not None
+    assert run[0] <= subs[0].started
+    assert subs[-1].committed is not None
+    assert run[1] >= subs[-1].committed
     # The run_code call's own row commits after its last sub-call.
     assert report.rows[0].committed is not None
     assert subs[-1].committed is not None
@@ -218,7 +226,7 @@ async def test_the_timeline_nests_the_sub_calls_under_run_code(
     assert [g.get("data-call-id") for g in rows] == [row.call_id for row in report.rows]
     assert [g.get("data-parent-call-id") for g in rows] == [None, *["call_00"] * 6]
     labels = [next(g.iter(f"{SVG}text")).text or "" for g in rows]
-    assert labels[0].startswith("#0  run_code ")
+    assert labels[0] == "#0  run_code program: Read the notes, fetch, …"
     assert [label.split()[1] for label in labels[1:]] == SUB_NAMES
     assert all(label.lstrip().startswith("↳") for label in labels[1:])
     # Two barriers: run_code's over every row, the write's over the run's sub-call rows only.

@@ -16,6 +16,7 @@ from dsh_tools import (
     ABORTED,
     ABORTED_BEFORE_DISPATCH,
     TOOL_DENIED,
+    RUN_CODE_NAME,
     CodeDispatch,
     ExecutionMode,
     ToolResult,
@@ -83,11 +84,29 @@ def result_status(result: ToolResult | None) -> Status:
 
 
 def arguments_text(call: ModelToolCall) -> str:
-    """The call's arguments on one line: the raw text as the model sent it, or compact JSON."""
+    """The call's arguments on one line: the raw text as the model sent it, or compact JSON.
+
+    A ``run_code`` call shows its ``description`` instead (``program: <description>``): its
+    program is many lines of code, its description the few words meant for people.
+    """
     raw = call.arguments
+    if call.name == RUN_CODE_NAME:
+        description = _program_description(raw)
+        if description is not None:
+            return f"program: {description}"
     if isinstance(raw, str):
         return " ".join(raw.split())
     return json_text(raw)
+
+
+def _program_description(raw: object) -> str | None:
+    if isinstance(raw, str):
+        try:
+            raw = json.loads(raw)
+        except ValueError:
+            return None
+    description = raw.get("description") if isinstance(raw, dict) else None
+    return " ".join(description.split()) if isinstance(description, str) else None
 
 
 def json_text(value: JsonValue) -> str:
@@ -108,7 +127,9 @@ class TimelineRow:
         mode: The mode the call started under; ``None`` for a synthetic call.
         synthetic: Recorded by the scheduler without starting the call (scheduler.md §6).
         started: When its ``on_call`` was reported.
-        body: ``(start, end)`` of its body span, or ``None`` if the body never ran.
+        body: ``(start, end)`` of its body span, or ``None`` if the body never ran (for a
+            ``run_code`` call, from the end of its pre-execute hooks to the start of its
+            post-execute hooks: the program's run).
         committed: When its result was committed (``None``: no result was committed).
         status: See :func:`result_status`.
         summary: The result's first text block, on one line.
@@ -199,6 +220,7 @@ def timeline_rows(events: Iterable[TraceEvent], *, origin: float = 0.0) -> tuple
     started: dict[int, tuple[float, CallStarted]] = {}
     committed: dict[int, tuple[float, CallCommitted]] = {}
     bodies: dict[object, list[float]] = {}
+    hooks: dict[object, dict[str, float]] = {}
     batches: set[int] = set()
     for event in events:
         detail = event.detail
@@ -210,6 +232,8 @@ def timeline_rows(events: Iterable[TraceEvent], *, origin: float = 0.0) -> tuple
             committed.setdefault(detail.index, (event.time - origin, detail))
         elif event.kind in ("body_start", "body_end") and event.token is not None:
             bodies.setdefault(event.token, []).append(event.time - origin)
+        elif event.kind in ("pre_end", "post_start") and event.token is not None:
+            hooks.setdefault(event.token, {}).setdefault(event.kind, event.time - origin)
     if len(batches) > 1:
         raise ValueError(
             f"a timeline shows one batch; these events come from batches {sorted(batches)}"
@@ -220,6 +244,12 @@ def timeline_rows(events: Iterable[TraceEvent], *, origin: float = 0.0) -> tuple
         at, call = started[index]
         times = bodies.get(call.token) if call.token is not None else None
         body = (min(times), max(times)) if times else None
+        if body is None and call.call.name == RUN_CODE_NAME and call.token is not None:
+            # run_code's body is the library's own, never instrumented: the program runs
+            # from the end of its pre-execute hooks to the start of its post-execute hooks.
+            span = hooks.get(call.token, {})
+            if "pre_end" in span and "post_start" in span:
+                body = (span["pre_end"], span["post_start"])
         done = committed.get(index)
         result = done[1].result if done is not None else None
         rows.append(

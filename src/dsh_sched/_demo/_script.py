@@ -273,7 +273,7 @@ def default_code_runtime() -> tuple[CodeRuntime, str]:
         )
         return TrustedCodeRuntime(), note
     note = (
-        "note: the program runs in the WebAssembly sandbox (WasiCodeRuntime); its first use "
-        "on this machine compiles it once (about 20 s), later runs load it from the cache"
+        "note: the program runs in the WebAssembly sandbox (WasiCodeRuntime); unless it is "
+        "cached already, it is compiled once first (up to 20 s)"
     )
     return code_runtime, note
