@@ -15,8 +15,8 @@ import attrs
 from dsh_tools import (
     ABORTED,
     ABORTED_BEFORE_DISPATCH,
-    TOOL_DENIED,
     RUN_CODE_NAME,
+    TOOL_DENIED,
     CodeDispatch,
     ExecutionMode,
     ToolResult,
