@@ -73,7 +73,7 @@ def _positive_int(_: object, attribute: attrs.Attribute[Any], value: object) -> 
         raise ValueError(message)
 
 
-def _as_float(value: object) -> object:
+def _as_float(value: float) -> float:
     # Runs before the validator; a non-number is left alone for it to refuse.
     if isinstance(value, int) and not isinstance(value, bool):
         try:
@@ -89,7 +89,23 @@ class CodeRunLimits:
 
     Which runtime enforces which limit: ``cpu_seconds`` and ``memory_bytes`` only the WASI
     sandbox; ``wall_seconds`` and ``output_bytes`` both shipped runtimes; ``max_sub_calls`` the
-    sub-call lane, for every runtime.
+    sub-call lane, for every runtime. A run that goes over a limit fails with
+    ``CODE_RUN_FAILED`` and the limit's kind (``timeout``, ``memory``, ``output-limit``), or,
+    for ``max_sub_calls``, its next tool call raises ``ToolCallError`` in the program.
+
+    Attributes:
+        cpu_seconds: The program's CPU budget (default 10). The sandbox counts it in
+            wasmtime *fuel*, which is deterministic (a program stops at the same instruction
+            every time) but only approximates seconds: on the machines measured, one
+            second of budget was 0.45–1.0 s of real CPU, depending on what the program does.
+            A fixed start-up allowance comes on top, so ``return 1`` never runs out.
+        wall_seconds: Seconds from the program's start to its end, its tool calls included
+            (default 300).
+        memory_bytes: The sandbox's memory (default 256 MiB); an allocation beyond it raises
+            ``MemoryError`` in the program, which may catch it.
+        output_bytes: UTF-8 bytes of printed output kept (default 1 MiB); printing more fails
+            the run with kind ``output-limit``, even if the program catches the error.
+        max_sub_calls: Tool calls accepted per run (default 1000).
 
     Example:
         >>> CodeRunLimits(wall_seconds=5).wall_seconds
