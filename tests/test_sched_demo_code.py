@@ -194,7 +194,7 @@ async def test_the_sub_calls_run_in_the_programs_order_on_the_virtual_clock(
 async def test_the_console_shows_sub_calls_live_and_the_models_text(
     tmp_path: Path, autojump_clock: trio.testing.MockClock
 ) -> None:
-    _, text = await code_demo(tmp_path, ScriptedCodeRuntime(play_the_program))
+    report, text = await code_demo(tmp_path, ScriptedCodeRuntime(play_the_program))
     lines = text.splitlines()
     assert lines[0] == (
         "dsh_sched demo: one run_code program (Code Mode) from the scripted model, max_parallel=10"
@@ -214,6 +214,10 @@ async def test_the_console_shows_sub_calls_live_and_the_models_text(
         "  " + line for line in EXPECTED_TEXT.splitlines()
     ]
     assert lines[-3].startswith("1 call in ")
+    # Bodies: the sub-calls' (the run_code row's span, the program's run, is not added).
+    subs = [row for row in report.rows if row.parent_call_id is not None]
+    busy = sum(row.body[1] - row.body[0] for row in subs if row.body is not None)
+    assert f"(bodies ran {busy:.2f} s in total, max_parallel=10)" in lines[-3]
     assert "; 6 Code Mode sub-calls; 1 context message delivered" in lines[-3]
 
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Literal, Protocol, TextIO, TypeAlias, final
 import attrs
 import trio
 
-from dsh_tools import ExecutionMode, FrozenDict, ToolResult
+from dsh_tools import RUN_CODE_NAME, ExecutionMode, FrozenDict, ToolResult
 
 from .._calls import ModelToolCall
 from .._timeline_rows import STATUS_TEXT, Status, arguments_text, json_text, result_status
@@ -248,8 +248,13 @@ def summary_line(report: DemoReport) -> str:
         For example ``13 calls in 2.45 s (bodies ran 4.4 s in total, max_parallel=10): ...``.
     """
     rows = batch_rows(report)
-    # Sub-call bodies count too: the run_code call's own body is not instrumented.
-    busy = sum(row.body[1] - row.body[0] for row in report.rows if row.body is not None)
+    # Tool bodies, sub-calls' included; a run_code row's span is its program's run, which
+    # its sub-calls' bodies already fill.
+    busy = sum(
+        row.body[1] - row.body[0]
+        for row in report.rows
+        if row.body is not None and (row.name != RUN_CODE_NAME or row.parent_call_id is not None)
+    )
     text = (
         f"{len(rows)} call{'' if len(rows) == 1 else 's'} in {report.elapsed:.2f} s "
         f"(bodies ran {busy:.2f} s in total, "

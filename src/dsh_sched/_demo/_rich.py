@@ -234,7 +234,9 @@ class RichConsole:
         """Print the results in model order, the summary and the output paths."""
         lines = result_lines(report)
         # The content column gets what the others leave, and is cut with an ellipsis.
-        fixed = sum(max(len(line[k]) for line in lines) for k in range(4)) if lines else 0
+        # A column is as wide as its widest cell or its header, whichever is wider.
+        headers = ("#", "call id", "tool", "result")
+        fixed = sum(max(len(headers[k]), *(len(line[k]) for line in lines)) for k in range(4))
         spare = max(self.console.width - fixed - _overhead(5), 10)
         table = Table(
             title="Committed results, in model order",
