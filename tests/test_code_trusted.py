@@ -423,7 +423,7 @@ async def test_a_failed_call_is_the_dispatch_error() -> None:
         ),
         tools=("fail",),
     )
-    assert outcome.result == ("dsh_tools._code_values", "fail", "the tool failed")
+    assert outcome.result == ("dsh_tools._code_program", "fail", "the tool failed")
 
 
 def test_language_and_protocol() -> None:

@@ -257,9 +257,17 @@ def make_main(
 
 
 class ToolCallError(Exception):
-    """A tool call of the program failed or was refused (the guest's copy of the class).
+    """A tool call made by a Code Mode program failed or was refused.
 
-    ``tool_name`` names the tool; ``str(error)`` is the message.
+    ``tool_name`` names the tool; ``str(error)`` is the message: for a failed sub-call, its
+    ``error.message``. One class serves both sides: ``dsh_tools.code`` exports it, the
+    trusted runtime raises it in programs, and the WASI guest, which runs this module's
+    source, defines the same class there.
+
+    Example:
+        >>> err = ToolCallError("read_file", "no such file")
+        >>> err.tool_name, str(err)
+        ('read_file', 'no such file')
     """
 
     def __init__(self, tool_name: str, message: str) -> None:

@@ -13,6 +13,7 @@ from typing import Any, Final, Protocol, TypeAlias
 
 import attrs
 
+from ._code_program import ToolCallError
 from ._decisions import UNSET
 from ._json import FrozenDict, JsonValue, freeze_json
 
@@ -34,27 +35,6 @@ Dispatch: TypeAlias = Callable[[str, object], Awaitable[JsonValue]]
 
 Raises :class:`ToolCallError` when the call is refused or fails.
 """
-
-
-class ToolCallError(Exception):
-    """A tool call made by a Code Mode program failed or was refused.
-
-    ``str(error)`` is the message: for a failed sub-call, its ``error.message``. The program
-    sees an exception of the same name and shape.
-
-    Example:
-        >>> err = ToolCallError("read_file", "no such file")
-        >>> err.tool_name, str(err)
-        ('read_file', 'no such file')
-    """
-
-    def __init__(self, tool_name: str, message: str) -> None:
-        super().__init__(tool_name, message)
-        self.tool_name = tool_name
-        self.message = message
-
-    def __str__(self) -> str:
-        return self.message
 
 
 def _positive_seconds(_: object, attribute: attrs.Attribute[Any], value: object) -> None:
