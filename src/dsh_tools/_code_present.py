@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Final, final
 
 import attrs
 
-from ._code_values import is_valid_code_runtime
+from ._code_values import require_code_runtime
 from ._errors import ToolNotFoundError
 from ._results import ToolResult, error_result
 
@@ -170,8 +170,7 @@ def check_code_runtime(runtime: ToolRuntime, mode: PresentationMode) -> CodeRunt
             f'mode "{mode.value}" requires a code runtime: pass code_runtime= to ToolRuntime, '
             "or present the tools natively"
         )
-    if not is_valid_code_runtime(code_runtime):
-        raise TypeError("code_runtime must provide language: str and async run()")
+    require_code_runtime(code_runtime)
     language = code_runtime.language
     if language != "python":
         raise RuntimeError(

@@ -14,7 +14,7 @@ import json
 from typing import TYPE_CHECKING, Any, Final
 
 from ._code_present import check_code_runtime, effective_mode
-from ._code_values import CodeRunLimits
+from ._code_values import require_code_limits
 from ._content import TextContent
 from ._define import define_tool
 from ._definition import Output, ToolDefinition
@@ -166,9 +166,7 @@ async def _run_code_body(args: FrozenDict, ctx: ToolRunContext) -> object:
     scope = ctx.scope
     registry = runtime._registry
     code_runtime = check_code_runtime(runtime, effective_mode(registry, scope))
-    limits = runtime.code_limits
-    if not isinstance(limits, CodeRunLimits):
-        raise TypeError(f"code_limits must be a CodeRunLimits, got {type(limits).__name__}")
+    limits = require_code_limits(runtime.code_limits)
     # Read once: a tool registered later is not bound (run_code is in no layer, so the view
     # never holds it). Sorted by code point.
     tools = tuple(sorted(defn.name for defn in registry.visible(scope)))

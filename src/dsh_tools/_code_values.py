@@ -25,6 +25,8 @@ __all__ = [
     "Dispatch",
     "ToolCallError",
     "is_valid_code_runtime",
+    "require_code_limits",
+    "require_code_runtime",
 ]
 
 #: The ``source`` of the image messages Code Mode defers for sub-call results with images.
@@ -168,3 +170,16 @@ def is_valid_code_runtime(obj: object) -> bool:
     except Exception:
         return False
     return isinstance(language, str) and inspect.iscoroutinefunction(run)
+
+
+def require_code_runtime(obj: object) -> None:
+    """Raise the one ``TypeError`` for an object that is not a valid code runtime."""
+    if not is_valid_code_runtime(obj):
+        raise TypeError("code_runtime must provide language: str and async run()")
+
+
+def require_code_limits(value: object) -> CodeRunLimits:
+    """Return ``value`` if it is a :class:`CodeRunLimits`, else raise the one ``TypeError``."""
+    if not isinstance(value, CodeRunLimits):
+        raise TypeError(f"code_limits must be a CodeRunLimits, got {type(value).__name__}")
+    return value

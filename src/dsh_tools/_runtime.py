@@ -15,7 +15,7 @@ from ._code_present import (
     effective_mode,
 )
 from ._code_tool import build_run_code
-from ._code_values import CodeRunLimits, CodeRuntime, is_valid_code_runtime
+from ._code_values import CodeRunLimits, CodeRuntime, require_code_limits, require_code_runtime
 from ._definition import ExecutionMode, ToolDefinition, ToolSchema, classify
 from ._json import freeze_json, thaw_json
 from ._pipeline import execute
@@ -100,12 +100,10 @@ class ToolRuntime:
         max_parallel_sub_calls: int = 10,
     ) -> None:
         presentation = coerce_mode(mode)
-        if code_runtime is not None and not is_valid_code_runtime(code_runtime):
-            raise TypeError("code_runtime must provide language: str and async run()")
-        if code_limits is not None and not isinstance(code_limits, CodeRunLimits):
-            raise TypeError(
-                f"code_limits must be a CodeRunLimits, got {type(code_limits).__name__}"
-            )
+        if code_runtime is not None:
+            require_code_runtime(code_runtime)
+        if code_limits is not None:
+            require_code_limits(code_limits)
         if type(max_parallel_sub_calls) is not int:
             raise TypeError("max_parallel_sub_calls must be a positive integer")
         if max_parallel_sub_calls < 1:
