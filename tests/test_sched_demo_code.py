@@ -319,3 +319,80 @@ def test_the_code_mode_demo_command_in_a_subprocess(tmp_path: Path, wasi_cache_d
     assert "What the model receives for call_00 (run_code's content):" in done.stdout
     assert "  " + EXPECTED_TEXT.splitlines()[1] in done.stdout
     assert (tmp_path / "out" / "timeline.svg").exists()
+
+
+async def test_run_demo_picks_and_prepares_the_default_runtime(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, autojump_clock: trio.testing.MockClock
+) -> None:
+    """Without code_runtime=, run_demo takes default_code_runtime()'s choice and awaits its
+    prepare() before the batch starts (so the timeline shows the program, not the set-up)."""
+    scripted = ScriptedCodeRuntime(play_the_program)
+    prepared_at: list[int] = []
+
+    class Preparing:
+        """The scripted runtime with a prepare(), as WasiCodeRuntime has."""
+
+        language = "python"
+
+        async def prepare(self) -> None:
+            prepared_at.append(len(scripted.codes))
+
+        async def run(self, code: str, **options: Any) -> CodeRunOutcome:
+            return await scripted.run(code, **options)
+
+    monkeypatch.setattr(
+        "dsh_sched._demo._run.default_code_runtime", lambda: (Preparing(), "note: scripted")
+    )
+    report, _ = await code_demo(tmp_path, None)
+    assert prepared_at == [0]  # once, before the program ran
+    assert scripted.codes == [CODE_PROGRAM]
+    assert not report.outcome.results[0].result.is_error
+
+
+def test_arguments_text_of_a_run_code_call() -> None:
+    """A run_code call shows its description; without a usable one, its arguments as usual."""
+    from dsh_sched import ModelToolCall
+    from dsh_sched._timeline_rows import arguments_text
+
+    def text(arguments: str | dict[str, str]) -> str:
+        return arguments_text(ModelToolCall(call_id="c", name="run_code", arguments=arguments))
+
+    assert text('{"code": "return 1", "description": " Add\\n two  numbers "}') == (
+        "program: Add two numbers"
+    )
+    assert text({"code": "return 1", "description": "Parsed already"}) == "program: Parsed already"
+    assert text('{"code": "return 1",') == '{"code": "return 1",'  # broken JSON: as sent
+    assert text('["not", "an object"]') == '["not", "an object"]'
+    assert text({"code": "return 1"}) == '{"code": "return 1"}'  # no description
+    other = ModelToolCall(call_id="c", name="echo", arguments='{"description": "x"}')
+    assert arguments_text(other) == '{"description": "x"}'
+
+
+async def test_the_rich_console_lists_sub_calls_under_run_code(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """The live table has a row per sub-call under its run_code row, and the report prints
+    what the model receives."""
+    rich_console = pytest.importorskip("rich.console")
+    from dsh_sched._demo._rich import RichConsole
+
+    stream = io.StringIO()
+    screen = rich_console.Console(file=stream, width=120, force_terminal=False)
+    console = RichConsole(screen, refresh_interval=None)
+    await run_demo(
+        out_dir=tmp_path / "out",
+        workspace=tmp_path / "ws",
+        console=console,
+        code_mode=True,
+        code_runtime=ScriptedCodeRuntime(play_the_program),
+    )
+    lines = stream.getvalue().splitlines()
+    table = [line for line in lines if "↳" in line]
+    # The final live table: one row per sub-call, in the order they started.
+    assert [line.split()[1] for line in table[-6:]] == SUB_NAMES
+    assert "✗ error (No such file or directory" in table[-3]
+    assert "   call_00   run_code   ok " in "\n".join(lines)  # the results table, uncut
+    start = lines.index("What the model receives for call_00 (run_code's content):")
+    assert lines[start + 1 : start + 1 + len(EXPECTED_TEXT.splitlines())] == (
+        EXPECTED_TEXT.splitlines()
+    )

@@ -13,13 +13,16 @@ import pytest
 
 from dsh_sched import CallCommitted, CallStarted, ModelToolCall
 from dsh_sched._timeline_rows import result_status
+from dsh_sched._trace_recorder import SubCallStart
 from dsh_sched.testing import TimelineRow, TraceEvent, render_timeline, timeline_rows
 from dsh_tools import (
     ABORTED,
     ABORTED_BEFORE_DISPATCH,
     AbortError,
+    CodeDispatchStart,
     ErrorInfo,
     ExecutionMode,
+    FrozenDict,
     ImageContent,
     TextContent,
     ToolCall,
@@ -179,3 +182,39 @@ def test_a_rows_summary_is_its_first_non_blank_text(
     )
     (pending,) = timeline_rows(events[:3])
     assert (pending.committed, pending.status, pending.summary) == (None, "pending", "")
+
+
+def test_run_code_rows_their_span_and_foreign_sub_calls() -> None:
+    """A run_code row's body is its program's run, from the end of its pre-execute hooks to
+    the start of its post-execute hooks, and only when both were recorded; sub-call events
+    of a call this batch did not report are not this batch's."""
+    runtime = ToolRuntime()
+    token = lowlevel.create(runtime, ToolCall(call_id="c1", name="run_code")).token
+    call = ModelToolCall(call_id="c1", name="run_code", arguments='{"description": "d"}')
+    started = CallStarted(
+        batch=1, index=0, call=call, mode=ExecutionMode.EXCLUSIVE, token=token, synthetic=False
+    )
+    foreign = lowlevel.create(runtime, ToolCall(call_id="other:code:1", name="t"))
+    sub = SubCallStart(
+        event=CodeDispatchStart(
+            root_call_id="other",
+            parent_call_id="other",
+            sub_call_id="other:code:1",
+            name="t",
+            arguments=FrozenDict(),
+            execution=foreign,
+        ),
+        mode=ExecutionMode.PARALLEL,
+    )
+    events = [
+        TraceEvent(kind="call", batch=1, index=0, token=token, time=0.0, detail=started),
+        TraceEvent(
+            kind="sub_call", batch=None, index=None, token=foreign.token, time=0.5, detail=sub
+        ),
+        TraceEvent(kind="pre_end", batch=None, index=None, token=token, time=1.0),
+        TraceEvent(kind="post_start", batch=None, index=None, token=token, time=4.0),
+    ]
+    (only,) = timeline_rows(events)  # the foreign sub-call has no row
+    assert (only.arguments, only.body) == ("program: d", (1.0, 4.0))
+    (unstarted,) = timeline_rows(events[:3])  # no post-execute recorded: no span
+    assert unstarted.body is None

@@ -162,9 +162,16 @@ def _one_line(content: tuple[ContentBlock, ...]) -> str:
 
 
 def _sub_rows(
-    events: Iterable[TraceEvent], origin: float, bodies: dict[object, list[float]]
+    events: Iterable[TraceEvent],
+    origin: float,
+    bodies: dict[object, list[float]],
+    parents: dict[str, int],
 ) -> dict[str, list[TimelineRow]]:
-    """The Code Mode sub-call rows, by the ``call_id`` of their ``run_code`` call."""
+    """The Code Mode sub-call rows, by the ``call_id`` of their ``run_code`` call.
+
+    ``parents`` gives the batch index of each reported call; sub-calls of other calls are
+    not this batch's.
+    """
     starts: dict[str, tuple[float, SubCallStart]] = {}
     settled: dict[str, tuple[float, CodeDispatch]] = {}
     for event in events:
@@ -176,11 +183,14 @@ def _sub_rows(
     rows: dict[str, list[TimelineRow]] = {}
     for sub_call_id, (at, start) in starts.items():
         record = start.event
+        index = parents.get(record.parent_call_id)
+        if index is None:
+            continue
         times = bodies.get(record.execution.token)
         done = settled.get(sub_call_id)
         rows.setdefault(record.parent_call_id, []).append(
             TimelineRow(
-                index=-1,  # set to the parent's index below
+                index=index,
                 call_id=sub_call_id,
                 name=record.name,
                 arguments=json_text(record.arguments),
@@ -238,7 +248,8 @@ def timeline_rows(events: Iterable[TraceEvent], *, origin: float = 0.0) -> tuple
         raise ValueError(
             f"a timeline shows one batch; these events come from batches {sorted(batches)}"
         )
-    subs = _sub_rows(events, origin, bodies)
+    parents = {call.call.call_id: index for index, (_, call) in started.items()}
+    subs = _sub_rows(events, origin, bodies, parents)
     rows = []
     for index in sorted(started):
         at, call = started[index]
@@ -267,5 +278,5 @@ def timeline_rows(events: Iterable[TraceEvent], *, origin: float = 0.0) -> tuple
                 summary=_one_line(result.content) if result is not None else "",
             )
         )
-        rows.extend(attrs.evolve(row, index=index) for row in subs.get(call.call.call_id, ()))
+        rows.extend(subs.get(call.call.call_id, ()))
     return tuple(rows)
