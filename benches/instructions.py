@@ -16,8 +16,10 @@ of ``@tool`` calls with validated arguments, ``d`` ``runtime.execute`` in a loop
 the realistic scenario's calls (``benches.realistic``: ~2 KB arguments into typed
 parameters) in batches of 20, with a body that does not sleep; ``R`` the same with a
 ``JsonlSessionLog`` sink (a temporary file); ``f`` is their floor: the same batches as raw
-trio tasks that each ``json.loads`` their text. All three build their argument texts as they
-go: ``g`` builds only the texts, to be subtracted. None of these is in the default.
+trio tasks that each ``json.loads`` their text. All three build their argument texts as
+they go: ``g`` builds only the texts, to be subtracted. ``F`` is the per-call floor ``F0``
+of ``benches.overhead``: one no-op trio task per call in one nursery. None of these is in
+the default.
 """
 
 from __future__ import annotations
@@ -78,6 +80,15 @@ async def _floor(n: int) -> None:
                 nursery.start_soon(one, realistic.arguments(i))
 
 
+async def _bare_tasks(n: int) -> None:
+    async def noop() -> None:
+        pass
+
+    async with trio.open_nursery() as nursery:
+        for _ in range(n):
+            nursery.start_soon(noop)
+
+
 async def _realistic(runtime: ToolRuntime, n: int, log: Path | None) -> None:
     if runtime.get("search") is None:
         runtime.register(_search)
@@ -112,6 +123,8 @@ async def workload(n: int, mode: str) -> None:
     if "d" in mode:
         for i in range(n):
             await runtime.execute(ToolCall(call_id=f"d{i}", name="raw", arguments={}))
+    if "F" in mode:
+        await _bare_tasks(n)
     if "g" in mode:
         for i in range(n):
             realistic.arguments(i)

@@ -16,6 +16,7 @@ task at its next checkpoint, which then cancels the lane natively (decision 37).
 from __future__ import annotations
 
 import logging
+from contextvars import copy_context
 from typing import TYPE_CHECKING, TypeAlias, final
 
 import trio
@@ -23,6 +24,7 @@ import trio
 from ._definition import ExecutionMode
 from ._lane_client import LaneClient, LaneStatistics, _drop, _Halt, _Waiter
 from ._lane_plan import GroupPlan, QueuePlan
+from ._lane_workers import Workers
 from ._pipeline import (
     NeedsFinalize,
     NeedsFinish,
@@ -79,7 +81,6 @@ class Lane:
         "group",
         "group_mode",
         "host_waiter",
-        "inner",
         "max_parallel",
         "native",
         "nursery",
@@ -87,6 +88,7 @@ class Lane:
         "runtime",
         "taken",
         "waiter",
+        "workers",
     )
 
     def __init__(
@@ -107,9 +109,9 @@ class Lane:
         self.group: _Group | None = None
         self.group_mode: ExecutionMode | None = None
         self.nursery: trio.Nursery | None = None
-        #: The nursery of wrapper-free dispatch tasks, opened inside the Abort's
-        #: move_on_abort() scope (see _host); None until the first overlapping group.
-        self.inner: trio.Nursery | None = None
+        #: The workers of wrapper-free dispatch stages, in a nursery opened inside the
+        #: Abort's move_on_abort() scope (see _host); None until the first overlapping group.
+        self.workers: Workers | None = None
         self.host_waiter: _Waiter | None = None
         #: The first internal failure (scheduler.md §8); later ones are logged at DEBUG.
         self.failure: Exception | None = None
@@ -305,10 +307,18 @@ class Lane:
             raise _Halt
         if isinstance(step, ReadyToDispatch):
             group.dispatching()
-            # start_soon copies the driver's context now, after this call's prepare (§3).
-            inner = self.inner
-            if inner is not None and (shared := dispatch_in_abort_scope(step)) is not None:
-                inner.start_soon(self._dispatch, group, gi, shared, name="dsh_tools.dispatch")
+            # The stage runs in a copy of the driver's context taken now, after this call's
+            # prepare (§3): start_soon takes it, and so does a worker's job.
+            workers = self.workers
+            if workers is not None and (shared := dispatch_in_abort_scope(step)) is not None:
+                name = step.execution.name
+                if name in workers.waits:
+                    # Known to wait: a task of its own (decision 109).
+                    workers.nursery.start_soon(
+                        self._dispatch, group, gi, shared, name="dsh_tools.dispatch"
+                    )
+                else:
+                    workers.submit(copy_context(), self._dispatch(group, gi, shared), name)
             else:
                 assert self.nursery is not None
                 self.nursery.start_soon(
@@ -462,12 +472,12 @@ class Lane:
         waiter = self.host_waiter = _Waiter()
         with self.abort.move_on_abort():
             async with trio.open_nursery() as inner:
-                self.inner = inner
+                self.workers = Workers(inner, self.runtime._registry.waits)
                 task_status.started()
                 try:
                     await waiter.wait()
                 finally:
-                    self.inner = None
+                    self.workers = None
 
     def close_host(self) -> None:
         """Let the shared-scope host leave (once its running dispatch tasks have)."""

@@ -120,6 +120,7 @@ class Registry:
         "open_scopes",
         "run_code",
         "seq",
+        "waits",
     )
 
     def __init__(self) -> None:
@@ -138,6 +139,9 @@ class Registry:
         # created or finished, so that they cost no extra step per call.
         self.open_scopes = 0
         self.in_flight = 0
+        #: Names of tools whose dispatch stage was seen waiting: the lane gives their calls
+        #: a task each instead of a shared worker (decision 109). Only a hint.
+        self.waits: set[str] = set()
 
     # -- resolution ---------------------------------------------------------------------
 

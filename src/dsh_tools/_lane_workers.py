@@ -1,0 +1,127 @@
+"""Shared worker tasks for dispatch stages that never wait (decision 109).
+
+Spawning a trio task costs more than a tool body that returns without awaiting anything
+(a lookup, a computation, a plain ``def`` run inline): a task, a coroutine, a context and a
+turn of the scheduler for a few microseconds of work. So the lane hands the dispatch stage
+of a call whose tool is not known to wait to a :class:`Workers` pool instead: a worker task
+runs such stages one after another, each in its own copy of the driver's context (taken
+when the call was started, as a task of its own would have), and no task is spawned per
+call.
+
+A stage that turns out to wait is found at its first yield to trio, before anything has
+waited: from then on the worker belongs to that stage alone, and if stages are still
+queued a new worker is spawned to run them, so a waiting stage never holds up a queued
+one. Its tool's name is remembered in the runtime (:attr:`Registry.waits`) and later
+calls of it get a task of their own from the start, as before. The memory is only a
+hint: a remembered name costs a task per call, an unremembered one that waits costs one
+worker; nothing else depends on it.
+"""
+
+from __future__ import annotations
+
+import math
+import types
+from collections import deque
+from typing import TYPE_CHECKING, Any, final
+
+import trio
+
+if TYPE_CHECKING:
+    from collections.abc import Coroutine, Generator
+    from contextvars import Context
+
+__all__ = ["Workers"]
+
+
+@final
+class Workers:
+    """A queue of dispatch stages and the worker tasks that run it (module docstring).
+
+    Args:
+        nursery: Where the workers run (the lane's shared-scope nursery).
+        waits: The runtime's set of tool names whose stages were seen waiting; a stage
+            that waits adds its name.
+
+    Invariant: while the queue is not empty, exactly one worker (the *drainer*) is
+    runnable or running and not inside a stage that waits, so every queued stage runs.
+    """
+
+    __slots__ = ("drainer", "jobs", "last", "nursery", "waits")
+
+    def __init__(self, nursery: trio.Nursery, waits: set[str]) -> None:
+        self.nursery = nursery
+        self.waits = waits
+        self.jobs: deque[tuple[Context, Coroutine[Any, Any, None], str]] = deque()
+        #: The number of the worker that drains the queue; 0 while there is none.
+        self.drainer = 0
+        self.last = 0
+
+    def submit(self, context: Context, stage: Coroutine[Any, Any, None], name: str) -> None:
+        """Queue ``stage`` (a dispatch task's coroutine for tool ``name``) to run in
+        ``context``; spawn a worker if none is draining the queue."""
+        self.jobs.append((context, stage, name))
+        if not self.drainer:
+            self._spawn()
+
+    def _spawn(self) -> None:
+        self.last = number = self.last + 1
+        self.drainer = number
+        self.nursery.start_soon(self._work, number, name="dsh_tools.dispatch")
+
+    @trio.lowlevel.enable_ki_protection
+    async def _work(self, number: int) -> None:
+        jobs = self.jobs
+        while jobs and self.drainer == number:
+            context, stage, name = jobs.popleft()
+            # What a stage raises ends this worker: only a cancellation gets out of the
+            # lane's dispatch stage, and trio delivers one only at a cancel point that
+            # yields, so the stage has already handed the queue to another worker.
+            await _run(self, number, context, stage, name)
+        if self.drainer == number:
+            self.drainer = 0
+
+    def waited(self, number: int, name: str) -> None:
+        """The stage that worker ``number`` (the drainer) runs for tool ``name`` yields to
+        trio: the worker is that stage's until it ends, so another one takes the queue."""
+        if trio.current_effective_deadline() != -math.inf:
+            # Not a cancellation being delivered (a cancelled cancel point yields too):
+            # the tool itself waits.
+            self.waits.add(name)
+        self.drainer = 0
+        if self.jobs:
+            self._spawn()
+
+
+@types.coroutine
+def _run(
+    workers: Workers,
+    number: int,
+    context: Context,
+    stage: Coroutine[Any, Any, None],
+    name: str,
+) -> Generator[Any, Any, None]:
+    """Run ``stage`` to its end in ``context``, as trio runs a task's coroutine.
+
+    The first step tells whether it waits: if it yields to trio, the worker is told before
+    the yield is passed on, and every later step is passed through unchanged.
+    """
+    send = stage.send
+    try:
+        trap = context.run(send, None)
+    except StopIteration:
+        return
+    workers.waited(number, name)
+    while True:
+        try:
+            value = yield trap
+        except BaseException as exc:
+            # Trio resumes tasks with send(); a throw() comes from closing the worker.
+            try:
+                trap = context.run(stage.throw, exc)
+            except StopIteration:
+                return
+        else:
+            try:
+                trap = context.run(send, value)
+            except StopIteration:
+                return
