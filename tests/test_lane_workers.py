@@ -21,7 +21,7 @@ import trio.testing
 
 from dsh_sched import ModelToolCall, run_tool_calls
 from dsh_tools import CallNext, ErrorCode, PreDecision, ToolExecution, ToolRuntime, tool
-from dsh_tools._lane_workers import Workers
+from dsh_tools._lane_workers import BURST, Workers
 
 if TYPE_CHECKING:
     from collections.abc import Coroutine, Generator
@@ -165,7 +165,7 @@ async def test_cancelled_stages_hand_the_queue_on_and_every_stage_runs() -> None
     waits: set[str] = set()
     with trio.CancelScope() as scope:
         async with trio.open_nursery() as nursery:
-            workers = Workers(nursery, waits)
+            workers = Workers(nursery, waits, lambda: None)
             scope.cancel()
             for label in ("a", "b", "c"):
                 workers.submit(contextvars.copy_context(), stage(label, cancel=True), label)
@@ -194,7 +194,7 @@ async def test_a_worker_whose_stage_waits_hands_the_queue_to_a_new_one() -> None
         gate.set()
 
     async with trio.open_nursery() as nursery:
-        workers = Workers(nursery, set())
+        workers = Workers(nursery, set(), lambda: None)
         context = contextvars.copy_context
         workers.submit(context(), waits_for_gate(), "waiter")
         workers.submit(context(), opens_gate(), "opener")
@@ -212,7 +212,7 @@ def _trap() -> Generator[str, object, object]:
 
 def _suspended_worker(stage: Coroutine[Any, Any, None]) -> Any:
     """A worker stepped by hand (inside a trio task), suspended at ``stage``'s first trap."""
-    workers = Workers(None, set())  # type: ignore[arg-type]  # never spawns: one job
+    workers = Workers(None, set(), lambda: None)  # type: ignore[arg-type]  # never spawns: one job
     workers.jobs.append((contextvars.copy_context(), stage, "stage"))
     worker: Any = workers._work(0)
     assert worker.send(None) == "trap"
@@ -244,3 +244,46 @@ async def test_a_throw_into_a_worker_reaches_its_waiting_stage() -> None:
     # Closing the worker closes the stage.
     _suspended_worker(raises()).close()
     assert [type(x) for x in seen] == [ValueError, str, str]
+
+
+async def test_a_large_group_commits_as_the_workers_finish_bursts() -> None:
+    """Decision 110: with more than a burst of stages queued, the driver lets the workers
+    run them before it starts more, so results commit as they come and few calls are in
+    flight however large the group."""
+    seen: list[tuple[str, trio.lowlevel.Task, str, str]] = []
+    runtime = _runtime(seen)
+    events: list[str] = []
+
+    class Sink:
+        def on_call(self, event: Any) -> None:
+            events.append(f"call {event.call.call_id}")
+
+        def on_result(self, event: Any) -> None:
+            events.append(f"result {event.call.call_id}")
+
+        def on_context(self, event: Any) -> None:
+            pass
+
+    count = 3 * BURST + 5
+    outcome = await run_tool_calls(runtime, _calls("quick", count), max_parallel=count, sink=Sink())
+    assert [c.result.value for c in outcome.results] == ["ok"] * count
+    # A burst of starts, then its results, then the next burst ...
+    expected: list[str] = []
+    for first in range(0, count, BURST):
+        ids = [f"c{i}" for i in range(first, min(count, first + BURST))]
+        expected += [f"call {i}" for i in ids] + [f"result {i}" for i in ids]
+    assert events == expected
+
+
+async def test_a_burst_of_stages_that_all_wait_does_not_stall_the_starts(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    seen: list[tuple[str, trio.lowlevel.Task, str, str]] = []
+    runtime = _runtime(seen)
+    count = 2 * BURST + 3
+    start = trio.current_time()
+    outcome = await run_tool_calls(runtime, _calls("slow", count), max_parallel=count)
+    assert [c.result.value for c in outcome.results] == ["slept"] * count
+    # Every body slept at once: the first waiting stage woke the paused driver.
+    assert trio.current_time() - start == pytest.approx(1.0)
+    assert len({task for _, task, _, _ in seen}) == count

@@ -16,7 +16,6 @@ task at its next checkpoint, which then cancels the lane natively (decision 37).
 from __future__ import annotations
 
 import logging
-from contextvars import copy_context
 from typing import TYPE_CHECKING, TypeAlias, final
 
 import trio
@@ -24,7 +23,7 @@ import trio
 from ._definition import ExecutionMode
 from ._lane_client import LaneClient, LaneStatistics, _drop, _Halt, _Waiter
 from ._lane_plan import GroupPlan, QueuePlan
-from ._lane_workers import Workers
+from ._lane_workers import BURST, Workers, host_workers
 from ._pipeline import (
     NeedsFinalize,
     NeedsFinish,
@@ -225,7 +224,7 @@ class Lane:
                 # registry: classify the head again, so that a call always starts under
                 # the mode it was classified as with no checkpoint in between (§4.2).
                 assert self.nursery is not None
-                await self.nursery.start(self._host)
+                await self.nursery.start(host_workers, self)
                 continue
             self.group = group
             self.group_mode = mode
@@ -277,6 +276,12 @@ class Lane:
             await self._start(group, index, tool_call, mode)
             if group.ready() is not None:  # most starts leave nothing to commit yet
                 await self._commit_ready(group, mode)
+            workers = self.workers
+            if workers is not None and len(workers.jobs) >= BURST:
+                # Let the workers run what is queued (the first stage to end or to wait
+                # wakes the driver): calls in flight stay few however large the group,
+                # and their results commit as they come (decision 110).
+                return
 
     # -- starting (scheduler.md §4.2) ------------------------------------------------------
 
@@ -311,14 +316,7 @@ class Lane:
             # prepare (§3): start_soon takes it, and so does a worker's job.
             workers = self.workers
             if workers is not None and (shared := dispatch_in_abort_scope(step)) is not None:
-                name = step.execution.name
-                if name in workers.waits:
-                    # Known to wait: a task of its own (decision 109).
-                    workers.nursery.start_soon(
-                        self._dispatch, group, gi, shared, name="dsh_tools.dispatch"
-                    )
-                else:
-                    workers.submit(copy_context(), self._dispatch(group, gi, shared), name)
+                workers.run(step.execution.name, self._dispatch, group, gi, shared)
             else:
                 assert self.nursery is not None
                 self.nursery.start_soon(
@@ -461,23 +459,6 @@ class Lane:
         self.group = None
 
     # -- the shared abort scope (runtime.md §7.4's equivalent mechanism) -------------------
-
-    @trio.lowlevel.enable_ki_protection
-    async def _host(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        """Hold a nursery open inside the Abort's scope for wrapper-free dispatches.
-
-        Firing the Abort cancels that one scope, and with it every body running in the
-        nursery: no per-call cancel scope to create, enter, register and exit.
-        """
-        waiter = self.host_waiter = _Waiter()
-        with self.abort.move_on_abort():
-            async with trio.open_nursery() as inner:
-                self.workers = Workers(inner, self.runtime._registry.waits)
-                task_status.started()
-                try:
-                    await waiter.wait()
-                finally:
-                    self.workers = None
 
     def close_host(self) -> None:
         """Let the shared-scope host leave (once its running dispatch tasks have)."""

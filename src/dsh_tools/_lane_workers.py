@@ -22,15 +22,24 @@ from __future__ import annotations
 import math
 import types
 from collections import deque
-from typing import TYPE_CHECKING, Any, final
+from contextvars import copy_context
+from typing import TYPE_CHECKING, Any, Final, final
 
 import trio
 
+from ._lane_client import _Waiter
+
 if TYPE_CHECKING:
-    from collections.abc import Coroutine, Generator
+    from collections.abc import Callable, Coroutine, Generator
     from contextvars import Context
 
-__all__ = ["Workers"]
+    from ._lane import Lane
+
+__all__ = ["BURST", "Workers", "host_workers"]
+
+#: How many queued stages make the lane's driver pause its starts until the workers have
+#: run them (decision 110).
+BURST: Final = 64
 
 
 @final
@@ -41,20 +50,37 @@ class Workers:
         nursery: Where the workers run (the lane's shared-scope nursery).
         waits: The runtime's set of tool names whose stages were seen waiting; a stage
             that waits adds its name.
+        wake: Called when a stage waits (the driver, paused for a burst of queued stages,
+            goes on starting calls).
 
     Invariant: while the queue is not empty, exactly one worker (the *drainer*) is
     runnable or running and not inside a stage that waits, so every queued stage runs.
     """
 
-    __slots__ = ("drainer", "jobs", "last", "nursery", "waits")
+    __slots__ = ("drainer", "jobs", "last", "nursery", "waits", "wake")
 
-    def __init__(self, nursery: trio.Nursery, waits: set[str]) -> None:
+    def __init__(self, nursery: trio.Nursery, waits: set[str], wake: Callable[[], None]) -> None:
         self.nursery = nursery
         self.waits = waits
+        self.wake = wake
         self.jobs: deque[tuple[Context, Coroutine[Any, Any, None], str]] = deque()
         #: The number of the worker that drains the queue; 0 while there is none.
         self.drainer = 0
         self.last = 0
+
+    def run(
+        self,
+        name: str,
+        fn: Callable[..., Coroutine[Any, Any, None]],
+        *args: object,
+    ) -> None:
+        """Run the dispatch stage ``fn(*args)`` of a call of tool ``name``: in a task of its
+        own if the tool is known to wait, else in a worker; either way in a copy of the
+        current context, taken now."""
+        if name in self.waits:
+            self.nursery.start_soon(fn, *args, name="dsh_tools.dispatch")
+        else:
+            self.submit(copy_context(), fn(*args), name)
 
     def submit(self, context: Context, stage: Coroutine[Any, Any, None], name: str) -> None:
         """Queue ``stage`` (a dispatch task's coroutine for tool ``name``) to run in
@@ -90,6 +116,28 @@ class Workers:
         self.drainer = 0
         if self.jobs:
             self._spawn()
+        self.wake()
+
+
+@trio.lowlevel.enable_ki_protection
+async def host_workers(
+    lane: Lane, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+) -> None:
+    """Hold the lane's workers and a nursery open inside the lane's Abort's scope for its
+    wrapper-free dispatch stages, until :meth:`Lane.close_host`.
+
+    Firing the Abort cancels that one scope, and with it every body running in the
+    nursery: no per-call cancel scope to create, enter, register and exit.
+    """
+    waiter = lane.host_waiter = _Waiter()
+    with lane.abort.move_on_abort():
+        async with trio.open_nursery() as inner:
+            lane.workers = Workers(inner, lane.runtime._registry.waits, lane.waiter.wake)
+            task_status.started()
+            try:
+                await waiter.wait()
+            finally:
+                lane.workers = None
 
 
 @types.coroutine
