@@ -99,6 +99,11 @@ class Workers:
         jobs = self.jobs
         while jobs and self.drainer == number:
             context, stage, name = jobs.popleft()
+            if name in self.waits:
+                # Its tool was seen waiting since it was queued (a call of the same tool
+                # ahead of it): a task of its own, rather than a worker and a hand-over.
+                self.nursery.start_soon(_alone, context, stage, name="dsh_tools.dispatch")
+                continue
             # What a stage raises ends this worker: only a cancellation gets out of the
             # lane's dispatch stage, and trio delivers one only at a cancel point that
             # yields, so the stage has already handed the queue to another worker.
@@ -140,9 +145,14 @@ async def host_workers(
                 lane.workers = None
 
 
+@trio.lowlevel.enable_ki_protection
+async def _alone(context: Context, stage: Coroutine[Any, Any, None]) -> None:
+    await _run(None, 0, context, stage, "")
+
+
 @types.coroutine
 def _run(
-    workers: Workers,
+    workers: Workers | None,
     number: int,
     context: Context,
     stage: Coroutine[Any, Any, None],
@@ -151,14 +161,16 @@ def _run(
     """Run ``stage`` to its end in ``context``, as trio runs a task's coroutine.
 
     The first step tells whether it waits: if it yields to trio, the worker is told before
-    the yield is passed on, and every later step is passed through unchanged.
+    the yield is passed on (unless ``workers`` is ``None``: a task of its own), and every
+    later step is passed through unchanged.
     """
     send = stage.send
     try:
         trap = context.run(send, None)
     except StopIteration:
         return
-    workers.waited(number, name)
+    if workers is not None:
+        workers.waited(number, name)
     while True:
         try:
             value = yield trap
