@@ -236,17 +236,17 @@ async def test_a_call_starts_under_the_mode_it_was_classified_as(
             is_concurrency_safe=lambda arguments: parallel[0],
         )
     )
-    real_host = dsh_tools._lane.Lane._host
+    real_host = dsh_tools._lane.host_workers
 
     async def host_with_a_flip(
-        self: dsh_tools._lane.Lane,
+        lane: dsh_tools._lane.Lane,
         task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
     ) -> None:
         # What a task woken at this checkpoint (a consumer fed by the sink, say) may do.
         parallel[0] = False
-        await real_host(self, task_status=task_status)
+        await real_host(lane, task_status=task_status)
 
-    monkeypatch.setattr(dsh_tools._lane.Lane, "_host", host_with_a_flip)
+    monkeypatch.setattr(dsh_tools._lane, "host_workers", host_with_a_flip)
     sink = RecordingSink()
     outcome = await run_tool_calls(runtime, calls("t:c1", "t:c2"), sink=sink)
     assert [e.mode for e in sink.events if isinstance(e, CallStarted)] == [
