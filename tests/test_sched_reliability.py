@@ -12,6 +12,7 @@ import trio
 import trio.testing
 
 import dsh_tools._lane
+import dsh_tools._lane_workers
 from dsh_sched import (
     CallCommitted,
     CallStarted,
@@ -236,7 +237,7 @@ async def test_a_call_starts_under_the_mode_it_was_classified_as(
             is_concurrency_safe=lambda arguments: parallel[0],
         )
     )
-    real_host = dsh_tools._lane.host_workers
+    real_host = dsh_tools._lane_workers.host_workers
 
     async def host_with_a_flip(
         lane: dsh_tools._lane.Lane,
