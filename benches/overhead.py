@@ -46,6 +46,7 @@ from ._dsh import (
 from ._harness import (
     HEAP_CONDITIONS,
     Batch,
+    Clock,
     HeapMode,
     Stats,
     System,
@@ -236,6 +237,7 @@ class Measurements:
     ns: list[int]
     labels: dict[str, str]
     samples: dict[str, dict[int, list[float]]] = attrs.Factory(dict)
+    clock: Clock = "wall"
 
     def add(self, key: str, n: int, seconds_per_call: float) -> None:
         self.samples.setdefault(key, {}).setdefault(n, []).append(seconds_per_call)
@@ -255,6 +257,7 @@ class Measurements:
     def to_json(self) -> dict[str, object]:
         return {
             "heap": self.heap,
+            "clock": self.clock,
             "ns": self.ns,
             "labels": self.labels,
             "samples": {
@@ -287,9 +290,12 @@ def measure(
     target_calls: int,
     heap: HeapMode,
     progress: Progress,
+    clock: Clock = "wall",
 ) -> Measurements:
     """Measure every system at every ``n``, repeats interleaved and rotated."""
-    result = Measurements(heap=heap, ns=list(ns), labels={s.key: s.label for s in systems})
+    result = Measurements(
+        heap=heap, ns=list(ns), labels={s.key: s.label for s in systems}, clock=clock
+    )
     for n in ns:
         inner = inner_count(n, target_calls)
         batches = {s.key: s.prepare(n) for s in systems}
@@ -300,7 +306,7 @@ def measure(
             k = r % len(systems)
             for system in [*systems[k:], *systems[:k]]:
                 settle_heap(heap)
-                elapsed = time_batches(system.loop, batches[system.key], inner)
+                elapsed = time_batches(system.loop, batches[system.key], inner, clock)
                 result.add(system.key, n, elapsed / (inner * n))
         progress(f"overhead: n={n} done ({count} repeats x {inner} batches)")
         del batches
@@ -315,9 +321,10 @@ def measure_alone(
     repeats_large: int,
     target_calls: int,
     progress: Progress,
+    clock: Clock = "wall",
 ) -> Measurements:
     """Measure each system in its own child process (heap condition ``alone``)."""
-    result = Measurements(heap="alone", ns=list(ns), labels={})
+    result = Measurements(heap="alone", ns=list(ns), labels={}, clock=clock)
     with tempfile.TemporaryDirectory() as tmp:
         for key in keys:
             out = Path(tmp) / f"{key}.json"
@@ -336,6 +343,8 @@ def measure_alone(
                 str(repeats_large),
                 "--target-calls",
                 str(target_calls),
+                "--clock",
+                clock,
                 "--json",
                 str(out),
                 "--quiet",
@@ -380,7 +389,8 @@ def report(m: Measurements) -> str:
     lines = [
         f"Heap condition: **{m.heap}** — {HEAP_CONDITIONS[m.heap]}.",
         "",
-        "Per call, µs: median (min–max) over repeats.",
+        f"Per call, µs of {'CPU' if m.clock == 'cpu' else 'wall'} time: median (min–max)"
+        " over repeats.",
         "",
         markdown_table(
             headers,

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Final
 import attrs
 
 from . import abort, adapters, aio, code, makespan, memory, overhead, realistic, streaming
-from ._harness import HEAP_CONDITIONS, HeapMode, environment, markdown_table
+from ._harness import CLOCKS, HEAP_CONDITIONS, Clock, HeapMode, environment, markdown_table
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -163,6 +163,13 @@ def _parser() -> argparse.ArgumentParser:
         help="freeze: one process, gc.freeze() before each sample; alone: one process per system",
     )
     parser.add_argument(
+        "--clock",
+        choices=list(CLOCKS),
+        default="wall",
+        help="overhead samples: wall time, or the process's CPU time (leaves out waiting for"
+        " a core on a shared machine)",
+    )
+    parser.add_argument(
         "--system", action="append", help="only these overhead systems (repeatable)"
     )
     parser.add_argument("--no-peers", action="store_true", help="skip the peer frameworks")
@@ -207,6 +214,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         peers=not args.no_peers,
         json_path=args.json,
         progress=progress,
+        clock=args.clock,
     )
     if args.system and heap == "alone":
         return 0  # a child of an ``alone`` run: its JSON is the output
@@ -228,6 +236,7 @@ def run_scenarios(
     peers: bool,
     json_path: Path | None,
     progress: overhead.Progress,
+    clock: Clock = "wall",
 ) -> list[str]:
     """Run each scenario in turn; return one Markdown section per scenario."""
     sections = []
@@ -248,6 +257,7 @@ def run_scenarios(
                     repeats_large=plan.repeats_large,
                     target_calls=plan.target_calls,
                     progress=progress,
+                    clock=clock,
                 )
                 m.labels = {s.key: s.label for s in chosen}
             else:
@@ -259,6 +269,7 @@ def run_scenarios(
                     target_calls=plan.target_calls,
                     heap=heap,
                     progress=progress,
+                    clock=clock,
                 )
             if json_path is not None:
                 json_path.write_text(json.dumps(m.to_json(), indent=1), encoding="utf-8")

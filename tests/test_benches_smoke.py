@@ -57,10 +57,11 @@ def test_overhead_core_systems_report_every_cell() -> None:
 
 def test_overhead_alone_runs_each_system_in_its_own_process() -> None:
     m = overhead.measure_alone(
-        ["F1", "a"], [2], repeats=1, repeats_large=1, target_calls=2, progress=_quiet
+        ["F1", "a"], [2], repeats=1, repeats_large=1, target_calls=2, progress=_quiet, clock="cpu"
     )
     assert sorted(m.samples) == ["F1", "a"]
     assert m.heap == "alone"
+    assert m.clock == "cpu"
     assert m.labels == {
         "F1": "trio nursery, one task + one CancelScope per call",
         "a": "run_tool_calls, raw ToolDefinition, no hooks",
@@ -299,12 +300,14 @@ def test_command_line_writes_markdown_and_json(tmp_path: Path) -> None:
             str(report),
             "--json",
             str(samples),
+            "--clock",
+            "cpu",
             "--quiet",
         ]
     )
     assert status == 0
-    assert "## Environment" in report.read_text(encoding="utf-8")
-    assert '"F1"' in samples.read_text(encoding="utf-8")
+    assert "µs of CPU time" in report.read_text(encoding="utf-8")
+    assert '"clock": "cpu"' in samples.read_text(encoding="utf-8")
 
 
 def test_command_line_rejects_an_unknown_scenario() -> None:
