@@ -1,0 +1,124 @@
+"""The session log's lines, built as text (scheduler.md §11).
+
+A line is what ``json.dumps(obj, ensure_ascii=..., separators=(",", ":"),
+allow_nan=False)`` writes for ``{"type": ..., "seq": ..., "time": ..., "data": {...},
+"source_seqs": [...]}``. Building that dict and handing it to ``json`` costs far more than
+the line's few variable parts: the constant keys and punctuation are written here as
+fixed text, each string is escaped by ``json``'s own string encoder, and only values of
+other shapes (mapping arguments, results with an error, meta or contexts, context
+messages) go through the general encoder. The text is byte for byte what ``json`` writes
+for the whole object, which the tests check against it.
+"""
+
+from __future__ import annotations
+
+import json.encoder
+from typing import TYPE_CHECKING, Final
+
+from dsh_tools import ExecutionMode, TextContent
+
+from ._json_lines import dumps_line
+from ._session_reader import CALL, CONTEXT, RESULT
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from dsh_tools import ToolResult
+
+    from ._sinks import CallCommitted, CallStarted, ContextAccepted
+
+__all__ = ["call_line", "context_line", "result_line"]
+
+_QUOTE: Final[dict[bool, Callable[[str], str]]] = {
+    False: json.encoder.encode_basestring,
+    True: json.encoder.encode_basestring_ascii,
+}
+
+# What follows the arguments of a tool/call line: its mode, or the synthetic flag.
+_CALL_ENDS: Final[dict[ExecutionMode | None, str]] = {
+    **{mode: f',"mode":"{mode.value}"}}}}' for mode in ExecutionMode},
+    None: "}}",
+}
+_SYNTHETIC_END: Final = ',"synthetic":true}}'
+
+
+def _number(value: object, ascii_only: bool) -> str:
+    """An ``int`` as ``json`` writes it; anything else through the general encoder (a
+    sink may be fed events built by hand, or a clock may return another number)."""
+    if type(value) is int:
+        return str(value)
+    return dumps_line(value, ensure_ascii=ascii_only)
+
+
+def _head(
+    kind: str,
+    seq: int,
+    time: object,
+    event: CallStarted | CallCommitted | ContextAccepted,
+    ascii_only: bool,
+) -> str:
+    """``{"type":...,"seq":...,"time":...,"data":{"batch":...,"index":...,"call_id":...``."""
+    return (
+        f'{{"type":"{kind}","seq":{seq},"time":{_number(time, ascii_only)},'
+        f'"data":{{"batch":{_number(event.batch, ascii_only)},'
+        f'"index":{_number(event.index, ascii_only)},'
+        f'"call_id":{_QUOTE[ascii_only](event.call.call_id)}'
+    )
+
+
+def call_line(seq: int, time: object, event: CallStarted, source: int, ascii_only: bool) -> str:
+    """The ``tool/call`` line of ``event``, with its ``"\\n"`` (``source`` is unused: a
+    call cites nothing)."""
+    arguments = event.call.arguments
+    if type(arguments) is str:
+        args_text = _QUOTE[ascii_only](arguments)
+    else:
+        args_text = dumps_line(arguments, ensure_ascii=ascii_only)
+    end = _SYNTHETIC_END if event.synthetic else _CALL_ENDS[event.mode]
+    return (
+        f"{_head(CALL, seq, time, event, ascii_only)},"
+        f'"name":{_QUOTE[ascii_only](event.call.name)},"arguments":{args_text}{end}\n'
+    )
+
+
+def _result_text(result: ToolResult, ascii_only: bool) -> str:
+    """``result.to_json()`` as ``json`` writes it; a success of text blocks alone (no meta,
+    contexts or conclusion; a success never has an error) without the general encoder."""
+    if (
+        not result.is_error
+        and result.meta is None
+        and not result.additional_contexts
+        and not result.concludes_turn
+    ):
+        quote = _QUOTE[ascii_only]
+        blocks: list[str] = []
+        for block in result.content:
+            if type(block) is not TextContent:
+                break
+            blocks.append(f'{{"type":"text","text":{quote(block.text)}}}')
+        else:
+            return f'{{"is_error":false,"content":[{",".join(blocks)}]}}'
+    return dumps_line(result.to_json(), ensure_ascii=ascii_only)
+
+
+def result_line(seq: int, time: object, event: CallCommitted, source: int, ascii_only: bool) -> str:
+    """The ``tool/result`` line of ``event`` with its ``"\\n"``, citing the ``tool/call``
+    line ``source``."""
+    flag = ',"synthetic":true' if event.synthetic else ""
+    return (
+        f"{_head(RESULT, seq, time, event, ascii_only)},"
+        f'"name":{_QUOTE[ascii_only](event.call.name)},'
+        f'"result":{_result_text(event.result, ascii_only)}{flag}}},"source_seqs":[{source}]}}\n'
+    )
+
+
+def context_line(
+    seq: int, time: object, event: ContextAccepted, source: int, ascii_only: bool
+) -> str:
+    """The ``context`` line of ``event`` with its ``"\\n"``, citing the ``tool/result``
+    line ``source``."""
+    message = dumps_line(event.message.to_json(), ensure_ascii=ascii_only)
+    return (
+        f'{_head(CONTEXT, seq, time, event, ascii_only)},"message":{message}}},'
+        f'"source_seqs":[{source}]}}\n'
+    )
