@@ -2,12 +2,20 @@
 
 A line is what ``json.dumps(obj, ensure_ascii=..., separators=(",", ":"),
 allow_nan=False)`` writes for ``{"type": ..., "seq": ..., "time": ..., "data": {...},
-"source_seqs": [...]}``. Building that dict and handing it to ``json`` costs far more than
-the line's few variable parts: the constant keys and punctuation are written here as
-fixed text, each string is escaped by ``json``'s own string encoder, and only values of
-other shapes (mapping arguments, results with an error, meta or contexts, context
-messages) go through the general encoder. The text is byte for byte what ``json`` writes
-for the whole object, which the tests check against it.
+"source_seqs": [...]}``, then ``"\\n"``, in UTF-8 (ASCII when ``ensure_ascii``). Building
+that dict and handing it to ``json`` costs far more than the line's few variable parts: the
+constant keys and punctuation are written here as fixed text, each string is escaped by
+``json``'s own string encoder, and only values of other shapes (mapping arguments, results
+with an error, meta or contexts, context messages) go through the general encoder. Raw
+argument text, the one long string of most lines, takes a shorter path when it is ASCII
+without control characters or backslashes (what a model's JSON usually is): only its
+quotes need escaping, which ``bytes.replace`` does for a fraction of the string encoder's
+work. The bytes are exactly what ``json`` writes for the whole object, which the tests
+check against it.
+
+Each builder takes ``ascii_only``: ``False`` writes UTF-8 and raises
+``UnicodeEncodeError`` for a string with an unpaired surrogate, which UTF-8 cannot carry;
+the caller then builds the line again with ``True``.
 """
 
 from __future__ import annotations
@@ -33,13 +41,28 @@ _QUOTE: Final[dict[bool, Callable[[str], str]]] = {
     False: json.encoder.encode_basestring,
     True: json.encoder.encode_basestring_ascii,
 }
+_CODEC: Final = {False: "utf-8", True: "ascii"}
 
 # What follows the arguments of a tool/call line: its mode, or the synthetic flag.
-_CALL_ENDS: Final[dict[ExecutionMode | None, str]] = {
-    **{mode: f',"mode":"{mode.value}"}}}}' for mode in ExecutionMode},
-    None: "}}",
+_CALL_ENDS: Final[dict[ExecutionMode | None, bytes]] = {
+    **{mode: f',"mode":"{mode.value}"}}}}\n'.encode() for mode in ExecutionMode},
+    None: b"}}\n",
 }
-_SYNTHETIC_END: Final = ',"synthetic":true}}'
+_SYNTHETIC_END: Final = b',"synthetic":true}}\n'
+
+# Maps the bytes json escapes other than the quote (control characters and the
+# backslash) to 0, every other byte to 1: text without a 0 after translation needs only
+# its quotes escaped.
+_PLAIN: Final = bytes(0 if byte < 0x20 or byte == 0x5C else 1 for byte in range(256))
+
+
+def _quoted(text: str, ascii_only: bool) -> bytes:
+    """``text`` as a JSON string, encoded: what ``json`` writes for it."""
+    if text.isascii():
+        raw = text.encode("ascii")
+        if b"\x00" not in raw.translate(_PLAIN):
+            return b"".join((b'"', raw.replace(b'"', b'\\"'), b'"'))
+    return _QUOTE[ascii_only](text).encode(_CODEC[ascii_only])
 
 
 def _number(value: object, ascii_only: bool) -> str:
@@ -66,19 +89,20 @@ def _head(
     )
 
 
-def call_line(seq: int, time: object, event: CallStarted, source: int, ascii_only: bool) -> str:
-    """The ``tool/call`` line of ``event``, with its ``"\\n"`` (``source`` is unused: a
-    call cites nothing)."""
-    arguments = event.call.arguments
-    if type(arguments) is str:
-        args_text = _QUOTE[ascii_only](arguments)
-    else:
-        args_text = dumps_line(arguments, ensure_ascii=ascii_only)
-    end = _SYNTHETIC_END if event.synthetic else _CALL_ENDS[event.mode]
-    return (
+def call_line(seq: int, time: object, event: CallStarted, source: int, ascii_only: bool) -> bytes:
+    """The ``tool/call`` line of ``event`` (``source`` is unused: a call cites nothing)."""
+    call = event.call
+    arguments = call.arguments
+    head = (
         f"{_head(CALL, seq, time, event, ascii_only)},"
-        f'"name":{_QUOTE[ascii_only](event.call.name)},"arguments":{args_text}{end}\n'
+        f'"name":{_QUOTE[ascii_only](call.name)},"arguments":'
     )
+    if type(arguments) is str:
+        args = _quoted(arguments, ascii_only)
+    else:
+        args = dumps_line(arguments, ensure_ascii=ascii_only).encode(_CODEC[ascii_only])
+    end = _SYNTHETIC_END if event.synthetic else _CALL_ENDS[event.mode]
+    return b"".join((head.encode(_CODEC[ascii_only]), args, end))
 
 
 def _result_text(result: ToolResult, ascii_only: bool) -> str:
@@ -101,24 +125,26 @@ def _result_text(result: ToolResult, ascii_only: bool) -> str:
     return dumps_line(result.to_json(), ensure_ascii=ascii_only)
 
 
-def result_line(seq: int, time: object, event: CallCommitted, source: int, ascii_only: bool) -> str:
-    """The ``tool/result`` line of ``event`` with its ``"\\n"``, citing the ``tool/call``
+def result_line(
+    seq: int, time: object, event: CallCommitted, source: int, ascii_only: bool
+) -> bytes:
+    """The ``tool/result`` line of ``event`` citing the ``tool/call``
     line ``source``."""
     flag = ',"synthetic":true' if event.synthetic else ""
     return (
         f"{_head(RESULT, seq, time, event, ascii_only)},"
         f'"name":{_QUOTE[ascii_only](event.call.name)},'
         f'"result":{_result_text(event.result, ascii_only)}{flag}}},"source_seqs":[{source}]}}\n'
-    )
+    ).encode(_CODEC[ascii_only])
 
 
 def context_line(
     seq: int, time: object, event: ContextAccepted, source: int, ascii_only: bool
-) -> str:
-    """The ``context`` line of ``event`` with its ``"\\n"``, citing the ``tool/result``
+) -> bytes:
+    """The ``context`` line of ``event`` citing the ``tool/result``
     line ``source``."""
     message = dumps_line(event.message.to_json(), ensure_ascii=ascii_only)
     return (
         f'{_head(CONTEXT, seq, time, event, ascii_only)},"message":{message}}},'
         f'"source_seqs":[{source}]}}\n'
-    )
+    ).encode(_CODEC[ascii_only])

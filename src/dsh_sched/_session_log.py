@@ -33,7 +33,7 @@ def _default_clock() -> int:
 
 
 def _encode(
-    build: Callable[[int, object, Any, int, bool], str],
+    build: Callable[[int, object, Any, int, bool], bytes],
     seq: int,
     time: object,
     event: object,
@@ -41,12 +41,12 @@ def _encode(
 ) -> bytes:
     """The bytes of the line ``build`` writes for ``event``."""
     try:
-        return build(seq, time, event, source, False).encode("utf-8")
+        return build(seq, time, event, source, False)
     except UnicodeEncodeError:
         # A model-supplied string (a call id, raw argument text) may hold an unpaired
         # surrogate, which UTF-8 cannot carry. Escaping it keeps the line valid UTF-8 JSON
         # that reads back to the very same string.
-        return build(seq, time, event, source, True).encode("ascii")
+        return build(seq, time, event, source, True)
 
 
 #: How much of an existing log is read at a time, from its end, when it is reopened.
@@ -243,13 +243,14 @@ class JsonlSessionLog:
     ) -> None:
         self.close()
 
-    def _next(self) -> tuple[int, object]:
-        """The next line's ``seq`` and time; refuses once closed."""
+    def _write(
+        self, build: Callable[[int, object, Any, int, bool], bytes], event: object, source: int
+    ) -> int:
+        """Write the line ``build`` makes for ``event`` citing ``source``; return its seq."""
         if self._closed:
             raise RuntimeError("session log is closed")
-        return self._seq + 1, self._clock()
-
-    def _write(self, seq: int, line: bytes) -> None:
+        seq = self._seq + 1
+        line = _encode(build, seq, self._clock(), event, source)
         if self._torn:
             self._remove_torn_line()  # raises, writing nothing, while it cannot be removed
         try:
@@ -266,6 +267,7 @@ class JsonlSessionLog:
         self._seq = seq
         if self._fsync:
             os.fsync(self._file.fileno())
+        return seq
 
     def _remove_torn_line(self) -> None:
         try:
@@ -280,8 +282,7 @@ class JsonlSessionLog:
 
     def on_call(self, event: CallStarted) -> None:
         """Write a ``tool/call`` line."""
-        seq, time = self._next()
-        self._write(seq, _encode(call_line, seq, time, event, 0))
+        seq = self._write(call_line, event, 0)
         self._call_seqs[event.batch, event.index] = seq
 
     def on_result(self, event: CallCommitted) -> None:
@@ -290,8 +291,7 @@ class JsonlSessionLog:
         call_seq = self._call_seqs.get(key)
         if call_seq is None:
             raise ValueError(f"no tool/call was logged for batch {event.batch} index {event.index}")
-        seq, time = self._next()
-        self._write(seq, _encode(result_line, seq, time, event, call_seq))
+        seq = self._write(result_line, event, call_seq)
         del self._call_seqs[key]
         contexts = event.result.additional_contexts
         if contexts:
@@ -306,8 +306,7 @@ class JsonlSessionLog:
                 f"no tool/result with contexts was logged for batch {event.batch} "
                 f"index {event.index}"
             )
-        seq, time = self._next()
-        self._write(seq, _encode(context_line, seq, time, event, entry[0]))
+        self._write(context_line, event, entry[0])
         entry[1] -= 1
         if entry[1] <= 0:
             del self._result_seqs[key]
@@ -315,9 +314,14 @@ class JsonlSessionLog:
 
 def _write_all(file: BinaryIO, line: bytes) -> None:
     """Write all of ``line``; an unbuffered write may take only part of it."""
+    written = file.write(line)
+    if written == len(line):  # nearly always: a regular file takes the whole line
+        return
     view = memoryview(line)
-    while view:
-        written = file.write(view)
+    while True:
         if not written:
             raise OSError(errno.EIO, "the session log took no bytes of a line")
         view = view[written:]
+        if not view:
+            return
+        written = file.write(view)
