@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dsh_sched import CallCommitted, CallStarted, ContextAccepted, ModelToolCall
-from dsh_sched._log_lines import call_line, context_line, result_line
+from dsh_sched._log_lines import _quoted, call_line, context_line, result_line
 from dsh_sched._session_log import _encode
 from dsh_tools import ExecutionMode, ImageContent, TextContent, ToolResult, freeze_json
 from tests.strategies import json_values, tool_results, user_messages
@@ -194,3 +194,30 @@ def test_s031_a_non_finite_clock_reading_is_refused() -> None:
     event = CallStarted(batch=1, index=0, call=call, mode=None, token=None, synthetic=False)
     with pytest.raises(ValueError, match="Out of range float"):
         _encode(call_line, 1, float("nan"), event, 0)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        "plain",
+        '{"a": "b", "c": [1, 2]}',  # quotes alone: the bytes.replace path
+        'back\\slash "and" quote',
+        "control\x01\x1f\n\t",
+        "é and 😀",
+        "\ud800 unpaired",
+    ],
+)
+@pytest.mark.parametrize("ascii_only", [False, True])
+def test_s031_a_string_is_quoted_as_json_quotes_it(text: str, ascii_only: bool) -> None:
+    """S-031: every path of the string quoting writes ``json``'s text for the string (a
+    surrogate raises in UTF-8, as ``json``'s output would when encoded)."""
+    expected = json.dumps(text, ensure_ascii=ascii_only)
+    codec = "ascii" if ascii_only else "utf-8"
+    try:
+        want = expected.encode(codec)
+    except UnicodeEncodeError:
+        with pytest.raises(UnicodeEncodeError):
+            _quoted(text, ascii_only)
+    else:
+        assert _quoted(text, ascii_only) == want

@@ -66,8 +66,8 @@ def _quoted(text: str, ascii_only: bool) -> bytes:
 
 
 def _number(value: object, ascii_only: bool) -> str:
-    """An ``int`` as ``json`` writes it; anything else through the general encoder (a
-    sink may be fed events built by hand, or a clock may return another number)."""
+    """A number as ``json`` writes it (a sink may be fed events built by hand, or a clock
+    may return a float)."""
     if type(value) is int:
         return str(value)
     return dumps_line(value, ensure_ascii=ascii_only)
@@ -81,11 +81,18 @@ def _head(
     ascii_only: bool,
 ) -> str:
     """``{"type":...,"seq":...,"time":...,"data":{"batch":...,"index":...,"call_id":...``."""
+    batch = event.batch
+    index = event.index
+    call_id = _QUOTE[ascii_only](event.call.call_id)
+    if type(time) is int and type(batch) is int and type(index) is int:
+        return (
+            f'{{"type":"{kind}","seq":{seq},"time":{time},"data":{{"batch":{batch},'
+            f'"index":{index},"call_id":{call_id}'
+        )
     return (
         f'{{"type":"{kind}","seq":{seq},"time":{_number(time, ascii_only)},'
-        f'"data":{{"batch":{_number(event.batch, ascii_only)},'
-        f'"index":{_number(event.index, ascii_only)},'
-        f'"call_id":{_QUOTE[ascii_only](event.call.call_id)}'
+        f'"data":{{"batch":{_number(batch, ascii_only)},'
+        f'"index":{_number(index, ascii_only)},"call_id":{call_id}'
     )
 
 
@@ -93,16 +100,21 @@ def call_line(seq: int, time: object, event: CallStarted, source: int, ascii_onl
     """The ``tool/call`` line of ``event`` (``source`` is unused: a call cites nothing)."""
     call = event.call
     arguments = call.arguments
+    codec = _CODEC[ascii_only]
     head = (
         f"{_head(CALL, seq, time, event, ascii_only)},"
         f'"name":{_QUOTE[ascii_only](call.name)},"arguments":'
-    )
+    ).encode(codec)
     if type(arguments) is str:
         args = _quoted(arguments, ascii_only)
     else:
-        args = dumps_line(arguments, ensure_ascii=ascii_only).encode(_CODEC[ascii_only])
+        args = dumps_line(arguments, ensure_ascii=ascii_only).encode(codec)
     end = _SYNTHETIC_END if event.synthetic else _CALL_ENDS[event.mode]
-    return b"".join((head.encode(_CODEC[ascii_only]), args, end))
+    return b"".join((head, args, end))
+
+
+def _text_block(block: TextContent, ascii_only: bool) -> str:
+    return f'{{"type":"text","text":{_QUOTE[ascii_only](block.text)}}}'
 
 
 def _result_text(result: ToolResult, ascii_only: bool) -> str:
@@ -114,13 +126,11 @@ def _result_text(result: ToolResult, ascii_only: bool) -> str:
         and not result.additional_contexts
         and not result.concludes_turn
     ):
-        quote = _QUOTE[ascii_only]
-        blocks: list[str] = []
-        for block in result.content:
-            if type(block) is not TextContent:
-                break
-            blocks.append(f'{{"type":"text","text":{quote(block.text)}}}')
-        else:
+        content = result.content
+        if len(content) == 1 and type(content[0]) is TextContent:  # the usual result
+            return f'{{"is_error":false,"content":[{_text_block(content[0], ascii_only)}]}}'
+        blocks = [_text_block(block, ascii_only) for block in content if type(block) is TextContent]
+        if len(blocks) == len(content):
             return f'{{"is_error":false,"content":[{",".join(blocks)}]}}'
     return dumps_line(result.to_json(), ensure_ascii=ascii_only)
 
@@ -128,8 +138,7 @@ def _result_text(result: ToolResult, ascii_only: bool) -> str:
 def result_line(
     seq: int, time: object, event: CallCommitted, source: int, ascii_only: bool
 ) -> bytes:
-    """The ``tool/result`` line of ``event`` citing the ``tool/call``
-    line ``source``."""
+    """The ``tool/result`` line of ``event``, citing the ``tool/call`` line ``source``."""
     flag = ',"synthetic":true' if event.synthetic else ""
     return (
         f"{_head(RESULT, seq, time, event, ascii_only)},"
@@ -141,8 +150,7 @@ def result_line(
 def context_line(
     seq: int, time: object, event: ContextAccepted, source: int, ascii_only: bool
 ) -> bytes:
-    """The ``context`` line of ``event`` citing the ``tool/result``
-    line ``source``."""
+    """The ``context`` line of ``event``, citing the ``tool/result`` line ``source``."""
     message = dumps_line(event.message.to_json(), ensure_ascii=ascii_only)
     return (
         f'{_head(CONTEXT, seq, time, event, ascii_only)},"message":{message}}},'
