@@ -27,7 +27,7 @@ _SURROGATES = st.characters(min_codepoint=0xD800, max_codepoint=0xDFFF)
 # unpaired surrogate (which UTF-8 cannot carry).
 _TEXTS = st.one_of(
     st.text(max_size=12),
-    st.text(alphabet='"\\\x00\x1f\n\t/é€😀 a', max_size=12),
+    st.text(alphabet='"\\\x00\x1f\x7f\n\t/é€😀 a', max_size=12),
     st.builds(lambda a, s, b: a + s + b, st.text(max_size=3), _SURROGATES, st.text(max_size=3)),
 )
 # Numbers a sink may be handed: the scheduler's ints, or whatever a hand-built event or a
@@ -204,6 +204,7 @@ def test_s031_a_non_finite_clock_reading_is_refused() -> None:
         '{"a": "b", "c": [1, 2]}',  # quotes alone: the bytes.replace path
         'back\\slash "and" quote',
         "control\x01\x1f\n\t",
+        "del \x7f",  # ensure_ascii escapes it, ensure_ascii=False does not
         "é and 😀",
         "\ud800 unpaired",
     ],

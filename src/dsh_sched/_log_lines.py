@@ -8,7 +8,7 @@ constant keys and punctuation are written here as fixed text, each string is esc
 ``json``'s own string encoder, and only values of other shapes (mapping arguments, results
 with an error, meta or contexts, context messages) go through the general encoder. Raw
 argument text, the one long string of most lines, takes a shorter path when it is ASCII
-without control characters or backslashes (what a model's JSON usually is): only its
+without control characters, backslashes or DEL (what a model's JSON usually is): only its
 quotes need escaping, which ``bytes.replace`` does for a fraction of the string encoder's
 work. The bytes are exactly what ``json`` writes for the whole object, which the tests
 check against it.
@@ -50,10 +50,10 @@ _CALL_ENDS: Final[dict[ExecutionMode | None, bytes]] = {
 }
 _SYNTHETIC_END: Final = b',"synthetic":true}}\n'
 
-# Maps the bytes json escapes other than the quote (control characters and the
-# backslash) to 0, every other byte to 1: text without a 0 after translation needs only
-# its quotes escaped.
-_PLAIN: Final = bytes(0 if byte < 0x20 or byte == 0x5C else 1 for byte in range(256))
+# Maps the ASCII bytes json may escape other than the quote (control characters, the
+# backslash, and DEL, which ``ensure_ascii`` escapes) to 0, every other byte to 1: text
+# without a 0 after translation needs only its quotes escaped.
+_PLAIN: Final = bytes(0 if byte < 0x20 or byte in b"\\\x7f" else 1 for byte in range(256))
 
 
 def _quoted(text: str, ascii_only: bool) -> bytes:
