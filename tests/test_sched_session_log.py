@@ -789,6 +789,23 @@ def test_a_write_that_takes_no_bytes_is_an_error(tmp_path: Path) -> None:
         dsh_sched._session_log._write_all(Stalled(), b"line\n")  # type: ignore[arg-type]
 
 
+def test_s031_a_write_that_takes_part_of_a_line_is_continued() -> None:
+    """S-031: an unbuffered write may take only part of a line (a pipe, a signal); the rest
+    follows, in order, until the whole line is written."""
+
+    class Trickle:
+        def __init__(self) -> None:
+            self.chunks: list[bytes] = []
+
+        def write(self, data: bytes | memoryview) -> int:
+            self.chunks.append(bytes(data[:3]))
+            return len(self.chunks[-1])
+
+    trickle = Trickle()
+    dsh_sched._session_log._write_all(trickle, b"0123456789\n")  # type: ignore[arg-type]
+    assert trickle.chunks == [b"012", b"345", b"678", b"9\n"]
+
+
 # One writer per file.
 
 

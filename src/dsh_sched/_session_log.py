@@ -13,8 +13,8 @@ import sys
 import time
 from typing import TYPE_CHECKING, Any, BinaryIO, Final, final
 
-from ._json_lines import dumps_line
-from ._session_reader import CALL, CONTEXT, RESULT, LoggedCall, parse_line, read_session_log
+from ._log_lines import call_line, context_line, result_line
+from ._session_reader import LoggedCall, parse_line, read_session_log
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -25,9 +25,6 @@ if TYPE_CHECKING:
 
 __all__ = ["JsonlSessionLog", "LoggedCall", "read_session_log"]
 
-_CALL: Final = CALL
-_RESULT: Final = RESULT
-_CONTEXT: Final = CONTEXT
 _parse_line: Final = parse_line  # what reopening parses a line with (also used by tests)
 
 
@@ -35,14 +32,21 @@ def _default_clock() -> int:
     return time.time_ns() // 1_000_000
 
 
-def _encode(obj: dict[str, Any]) -> bytes:
+def _encode(
+    build: Callable[[int, object, Any, int, bool], bytes],
+    seq: int,
+    time: object,
+    event: object,
+    source: int,
+) -> bytes:
+    """The bytes of the line ``build`` writes for ``event``."""
     try:
-        return dumps_line(obj, ensure_ascii=False).encode("utf-8")
+        return build(seq, time, event, source, False)
     except UnicodeEncodeError:
         # A model-supplied string (a call id, raw argument text) may hold an unpaired
         # surrogate, which UTF-8 cannot carry. Escaping it keeps the line valid UTF-8 JSON
         # that reads back to the very same string.
-        return dumps_line(obj, ensure_ascii=True).encode("ascii")
+        return build(seq, time, event, source, True)
 
 
 #: How much of an existing log is read at a time, from its end, when it is reopened.
@@ -239,14 +243,14 @@ class JsonlSessionLog:
     ) -> None:
         self.close()
 
-    def _write(self, kind: str, data: dict[str, Any], source: int | None) -> int:
+    def _write(
+        self, build: Callable[[int, object, Any, int, bool], bytes], event: object, source: int
+    ) -> int:
+        """Write the line ``build`` makes for ``event`` citing ``source``; return its seq."""
         if self._closed:
             raise RuntimeError("session log is closed")
         seq = self._seq + 1
-        obj: dict[str, Any] = {"type": kind, "seq": seq, "time": self._clock(), "data": data}
-        if source is not None:
-            obj["source_seqs"] = [source]
-        line = _encode(obj) + b"\n"
+        line = _encode(build, seq, self._clock(), event, source)
         if self._torn:
             self._remove_torn_line()  # raises, writing nothing, while it cannot be removed
         try:
@@ -278,19 +282,7 @@ class JsonlSessionLog:
 
     def on_call(self, event: CallStarted) -> None:
         """Write a ``tool/call`` line."""
-        call = event.call
-        data: dict[str, Any] = {
-            "batch": event.batch,
-            "index": event.index,
-            "call_id": call.call_id,
-            "name": call.name,
-            "arguments": call.arguments,
-        }
-        if event.synthetic:
-            data["synthetic"] = True
-        elif event.mode is not None:
-            data["mode"] = event.mode.value
-        seq = self._write(_CALL, data, None)
+        seq = self._write(call_line, event, 0)
         self._call_seqs[event.batch, event.index] = seq
 
     def on_result(self, event: CallCommitted) -> None:
@@ -299,21 +291,11 @@ class JsonlSessionLog:
         call_seq = self._call_seqs.get(key)
         if call_seq is None:
             raise ValueError(f"no tool/call was logged for batch {event.batch} index {event.index}")
-        call = event.call
-        result = event.result
-        data: dict[str, Any] = {
-            "batch": event.batch,
-            "index": event.index,
-            "call_id": call.call_id,
-            "name": call.name,
-            "result": result.to_json(),
-        }
-        if event.synthetic:
-            data["synthetic"] = True
-        seq = self._write(_RESULT, data, call_seq)
+        seq = self._write(result_line, event, call_seq)
         del self._call_seqs[key]
-        if result.additional_contexts:
-            self._result_seqs[key] = [seq, len(result.additional_contexts)]
+        contexts = event.result.additional_contexts
+        if contexts:
+            self._result_seqs[key] = [seq, len(contexts)]
 
     def on_context(self, event: ContextAccepted) -> None:
         """Write a ``context`` line citing the ``tool/result`` it came from."""
@@ -324,13 +306,7 @@ class JsonlSessionLog:
                 f"no tool/result with contexts was logged for batch {event.batch} "
                 f"index {event.index}"
             )
-        data = {
-            "batch": event.batch,
-            "index": event.index,
-            "call_id": event.call.call_id,
-            "message": event.message.to_json(),
-        }
-        self._write(_CONTEXT, data, entry[0])
+        self._write(context_line, event, entry[0])
         entry[1] -= 1
         if entry[1] <= 0:
             del self._result_seqs[key]
@@ -338,9 +314,14 @@ class JsonlSessionLog:
 
 def _write_all(file: BinaryIO, line: bytes) -> None:
     """Write all of ``line``; an unbuffered write may take only part of it."""
+    written = file.write(line)
+    if written == len(line):  # nearly always: a regular file takes the whole line
+        return
     view = memoryview(line)
-    while view:
-        written = file.write(view)
+    while True:
         if not written:
             raise OSError(errno.EIO, "the session log took no bytes of a line")
         view = view[written:]
+        if not view:
+            return
+        written = file.write(view)
