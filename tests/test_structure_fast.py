@@ -290,6 +290,7 @@ def test_h003_matching_values_are_built_by_the_plan(
         (Point, ("x", 1)),
         (Point, {"x": 1, "y": 2.0, "z": 3}),
         (Point, {"y": 2.0}),
+        (Item, {"name": "n", "kind": "c", "tags": ()}),
     ],
 )
 def test_values_that_do_not_match_are_left_to_the_converter(annotation: Any, value: object) -> None:
@@ -305,3 +306,10 @@ def test_a_plan_resolves_string_annotations_of_a_class() -> None:
     assert plan is not None
     assert plan(freeze_json({"x": 1, "y": 1.5})) == Point(1, 1.5)
     assert typing.get_type_hints(Point) == {"x": int, "y": float}
+
+
+def test_a_plain_dict_is_left_to_the_converter() -> None:
+    """Validated arguments hold ``FrozenDict`` objects: a plan takes nothing else."""
+    plan = fast_structurer(Point)
+    assert plan is not None
+    assert plan({"x": 1, "y": 2.0}) is MISS

@@ -24,6 +24,8 @@ from typing import Any, Final, Literal
 
 import attrs
 
+from ._json import FrozenDict
+
 __all__ = ["MISS", "Plan", "fast_structurer"]
 
 #: What a plan returns when the converter must decide.
@@ -125,7 +127,7 @@ def _attrs_class(cls: type, active: tuple[type, ...]) -> Plan | None:
     except Exception:
         return None
     active = (*active, cls)
-    fields: list[tuple[str, Plan, bool]] = []
+    fields: list[_Field] = []
     for field in attrs.fields(cls):
         if (
             not field.init
@@ -135,26 +137,39 @@ def _attrs_class(cls: type, active: tuple[type, ...]) -> Plan | None:
             or isinstance(field.default, attrs.Factory)  # type: ignore[arg-type]
         ):
             return None
-        plan = _plan(hints.get(field.name, field.type), active)
+        annotation = hints.get(field.name, field.type)
+        plan = _plan(annotation, active)
         if plan is None:
             return None
-        fields.append((field.name, plan, field.default is attrs.NOTHING))
+        # An exact scalar is tested inline, without a call (most fields are one).
+        exact = annotation if annotation in _EXACT else None
+        fields.append((field.name, exact, plan, field.default is attrs.NOTHING))
     return _instance(cls, tuple(fields))
 
 
-def _instance(cls: type, fields: tuple[tuple[str, Plan, bool], ...]) -> Plan:
-    names = frozenset(name for name, _, _ in fields)
+#: A field of a class: its name, its exact scalar type (or ``None``), its plan, required.
+_Field = tuple[str, type | None, Plan, bool]
+
+
+def _instance(cls: type, fields: tuple[_Field, ...]) -> Plan:
+    names = frozenset(name for name, _, _, _ in fields)
 
     def plan(value: object) -> object:
-        if not isinstance(value, dict) or not names.issuperset(value):
+        # Validated arguments hold FrozenDicts; anything else is the converter's.
+        if type(value) is not FrozenDict or not names.issuperset(value):
             return MISS  # not an object, or a key the class does not have
         kwargs: dict[str, object] = {}
-        for name, field_plan, required in fields:
+        for name, exact, field_plan, required in fields:
             if name in value:
-                structured = field_plan(value[name])
-                if structured is MISS:
-                    return MISS
-                kwargs[name] = structured
+                item = value[name]
+                if exact is not None:
+                    if type(item) is not exact:
+                        return MISS
+                else:
+                    item = field_plan(item)
+                    if item is MISS:
+                        return MISS
+                kwargs[name] = item
             elif required:
                 return MISS
         return cls(**kwargs)
