@@ -104,18 +104,18 @@ class _General(ValueError):
 _GENERAL: Final = _General()
 _dict_new = dict.__new__
 _dict_update = dict.update
+_dict_setitem = dict.__setitem__
 
 
 def _frozen_object(pairs: list[tuple[str, Any]]) -> FrozenDict:
-    for _, item in pairs:
-        if type(item) is list:
-            pairs = [(key, _frozen_array(v) if type(v) is list else v) for key, v in pairs]
-            break
     frozen: FrozenDict = _dict_new(FrozenDict)
     _dict_update(frozen, pairs)
     if len(frozen) != len(pairs):
         raise _GENERAL  # a key given twice
     frozen._hash = None
+    for key, item in pairs:
+        if type(item) is list:  # objects inside are frozen already (innermost first)
+            _dict_setitem(frozen, key, _frozen_array(item))
     return frozen
 
 
