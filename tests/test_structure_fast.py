@@ -313,3 +313,24 @@ def test_a_plain_dict_is_left_to_the_converter() -> None:
     plan = fast_structurer(Point)
     assert plan is not None
     assert plan({"x": 1, "y": 2.0}) is MISS
+
+
+@attrs.define
+class Picky:
+    x: int
+
+    def __setattr__(self, name: str, value: object) -> None:
+        if value == 13:
+            raise ValueError("no 13")
+        object.__setattr__(self, name, value)
+
+
+def test_h050_a_class_whose_own_code_raises_is_left_to_the_converter() -> None:
+    """H-050: a class whose own ``__setattr__`` raises while it is built: the plan gives
+    up and the converter reports the failure (as it did before plans existed)."""
+    plan = fast_structurer(Picky)
+    assert plan is not None
+    assert plan(freeze_json({"x": 1})) == Picky(1)
+    assert plan(freeze_json({"x": 13})) is MISS
+    with pytest.raises(Exception, match="Picky"):
+        converter.structure(freeze_json({"x": 13}), Picky)

@@ -1320,3 +1320,29 @@ async def test_a_positional_parameter_with_a_default_is_filled_by_a_plan() -> No
 
     assert not (await execute(f, {"b": [2]})).is_error
     assert seen == [(1, [2])]
+
+
+@attrs.define
+class Picky:
+    x: int
+
+    def __setattr__(self, name: str, value: object) -> None:
+        if value == 13:
+            raise ValueError("no 13")
+        object.__setattr__(self, name, value)
+
+
+async def test_h050_a_class_that_raises_while_built_fails_as_before() -> None:
+    """H-050: a plan that gives up because the class's own code raised leaves the call to
+    validation and the converter, whose message the model gets."""
+
+    @tool
+    async def f(p: Picky) -> str:
+        """F."""
+        return "ok"
+
+    assert not (await execute(f, {"p": {"x": 1}})).is_error
+    result = await execute(f, {"p": {"x": 13}})
+    assert result.is_error
+    assert result.error is not None
+    assert result.error.message.startswith('invalid arguments: "p" could not be structured: ')

@@ -9,11 +9,13 @@ outside the ``Literal``) makes it return :data:`MISS`, and the caller then asks 
 converter, whose result or message stands: the plan only ever takes the converter's
 success path.
 
-A plan calls no user code that could fail or notice being called: the only code it runs
-is the ``__init__`` that attrs generated for a class with no validator, converter,
-``__attrs_pre_init__``/``__attrs_post_init__``, factory default or aliased field, and it
-runs it only once every field's value matched. So a plan that gives up leaves nothing
-behind, and the converter then runs exactly as it would have.
+A plan runs no user code of its own accord: the only code it calls is the ``__init__``
+that attrs generated for a class with no validator, converter,
+``__attrs_pre_init__``/``__attrs_post_init__``, factory default or aliased field, and only
+once every field's value matched. So a plan that gives up leaves nothing behind, and the
+converter then runs exactly as it would have. (Should a class's own ``__new__`` or
+``__setattr__`` raise while it is built, the plan gives up too, and the converter, which
+calls the class the same way, reports the failure.)
 """
 
 from __future__ import annotations
@@ -172,6 +174,11 @@ def _instance(cls: type, fields: tuple[_Field, ...]) -> Plan:
                 kwargs[name] = item
             elif required:
                 return MISS
-        return cls(**kwargs)
+        try:
+            return cls(**kwargs)
+        except Exception:
+            # Code of the class's own raised (a __new__ or __setattr__ it defines): the
+            # converter builds it again and reports the failure in its words.
+            return MISS
 
     return plan
