@@ -51,7 +51,7 @@ def test_submodules_export_exactly_their_names() -> None:
     assert sorted(dsh_tools.lowlevel.__all__) == sorted(
         ["create", "prepare", "dispatch", "dispatch_in_abort_scope", "finalize", "finish",
          "Lane", "LaneClient", "LaneStatistics", "is_cancellation", "exception_leaves",
-         "is_async_callable", "parse_json_text", "split_cancelled",
+         "is_async_callable", "parse_json_text", "parse_frozen_json_text", "split_cancelled",
          "finished_result",
              "cancelled_result",
          "ReadyToDispatch", "NeedsFinalize", "NeedsFinish"]

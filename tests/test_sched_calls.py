@@ -202,3 +202,106 @@ def test_a_key_given_twice_keeps_the_raw_text() -> None:
     for raw in ('{"a": 1, "a": 2}', '[{"k": {"x": 1, "x": 1}}]'):
         assert parse_arguments(raw) is raw
     assert parse_arguments('{"a": {"a": 1}, "b": [{"a": 2}]}') == {"a": {"a": 1}, "b": [{"a": 2}]}
+
+
+# -- the ToolCall's arguments: a snapshot straight from the text, when nobody sees the parse --
+
+
+def _raw_tool(name: str, classifier: object) -> Any:
+    from dsh_tools import ToolDefinition
+    from tests.helpers import returning
+
+    return ToolDefinition(
+        name=name,
+        description=name,
+        parameters={},
+        output=text_output(),
+        execute=returning("ok"),
+        is_concurrency_safe=classifier,  # type: ignore[arg-type]
+    )
+
+
+_TEXT = '{"paths": ["a", "b"], "opts": {"deep": [1, 2.5]}}'
+
+
+def test_s024_text_is_parsed_into_its_snapshot_when_no_classifier_sees_it() -> None:
+    from dsh_sched._calls import call_arguments
+    from dsh_tools import freeze_json
+
+    runtime = ToolRuntime()
+    runtime.register(_raw_tool("plain", True))
+    runtime.register(_raw_tool("judged", lambda args: True))
+    for name in ("plain", "missing"):
+        call = ModelToolCall(call_id="c", name=name, arguments=_TEXT)
+        arguments, frozen = call_arguments(runtime, None, call, may_freeze=True)
+        assert frozen
+        assert type(arguments) is FrozenDict
+        assert arguments == freeze_json(parse_arguments(_TEXT))
+        assert call_arguments(runtime, None, call, may_freeze=False) == (
+            parse_arguments(_TEXT),
+            False,
+        )
+    judged = ModelToolCall(call_id="c", name="judged", arguments=_TEXT)
+    arguments, frozen = call_arguments(runtime, None, judged, may_freeze=True)
+    assert (type(arguments), type(arguments["paths"]), frozen) == (dict, list, False)  # type: ignore[index]
+    for text, parsed in (("", {}), ("1e400", math.inf), ("{bad", "{bad")):
+        call = ModelToolCall(call_id="c", name="plain", arguments=text)
+        assert call_arguments(runtime, None, call, may_freeze=True) == (parsed, False)
+    mapping = ModelToolCall(call_id="c", name="plain", arguments={"a": [1]})
+    assert call_arguments(runtime, None, mapping, may_freeze=True) == (mapping.arguments, False)
+    assert call_arguments(runtime, None, mapping, may_freeze=True)[0] is mapping.arguments
+
+
+async def test_s045_a_raw_classifier_gets_the_parsed_value_through_a_batch() -> None:
+    """S-045, M-008: a raw classifier is called with the parsed text (a dict holding
+    lists), and the body with the snapshot, as before the snapshot came from the text."""
+    seen: list[object] = []
+
+    def classifier(args: object) -> bool:
+        seen.append(args)
+        return True
+
+    runtime = ToolRuntime()
+    runtime.register(_raw_tool("judged", classifier))
+    runtime.register(_raw_tool("plain", True))
+    calls = [
+        ModelToolCall(call_id=f"c{i}", name=n, arguments=_TEXT)
+        for i, n in enumerate(("judged", "plain", "judged"))
+    ]
+    outcome = await run_tool_calls(runtime, calls)
+    assert not any(c.result.is_error for c in outcome.results)
+    assert seen
+    assert all(type(a) is dict and type(a["paths"]) is list for a in seen)
+
+
+async def test_s045_a_snapshot_no_classifier_saw_gives_way_to_the_parsed_value() -> None:
+    """S-045: a call parsed into its snapshot while its tool had no classifier, then
+    classified again after the tool was replaced by one with a classifier, gets the parsed
+    value, and keeps that object for every later classification."""
+    from dsh_sched._driver import Driver
+    from dsh_tools import Abort
+
+    runtime = ToolRuntime()
+    dispose = runtime.register(_raw_tool("t", True))
+    calls = (ModelToolCall(call_id="c", name="t", arguments=_TEXT),)
+    driver = Driver(
+        runtime,
+        calls,
+        number=1,
+        scope=None,
+        abort=Abort(),
+        max_parallel=1,
+        sink=None,
+        parent=None,
+        root_call_id=None,
+        keep_results=True,
+    )
+    first = driver.call_at(0)
+    assert type(first.arguments) is FrozenDict
+    assert driver.call_at(0) is first  # still nothing to see it
+    dispose()
+    runtime.register(_raw_tool("t", lambda args: True))
+    second = driver.call_at(0)
+    assert type(second.arguments) is dict
+    assert second.arguments == parse_arguments(_TEXT)
+    assert driver.call_at(0) is second

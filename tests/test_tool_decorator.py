@@ -1213,3 +1213,136 @@ async def test_j007_the_default_render_of_a_too_deep_value_says_so() -> None:
         'tool "deep_default" returned invalid output: output.render failed: the value is '
         "nested too deeply to render as indented JSON; pass render= to present it another way"
     )
+
+
+# ------------------------------------------------------- compiled plans: same calls as before
+
+
+@attrs.frozen
+class Tag:
+    name: str
+    kind: Literal["a", "b"]
+
+
+def _recording_tool(seen: list[tuple[object, ...]]) -> ToolDefinition:
+    @tool
+    async def f(
+        tags: list[Tag],
+        count: int,
+        ratio: float,
+        ctx: ToolRunContext,
+        /,
+        label: str = "none",
+        maybe: int | None = None,
+        *,
+        flags: list[bool] = [],  # noqa: B006 - never mutated
+        exact: bool = False,
+    ) -> str:
+        """Record what the body receives."""
+        seen.append((tags, count, ratio, type(ctx).__name__, label, maybe, flags, exact))
+        return "ok"
+
+    return f
+
+
+def _typed(value: object) -> object:
+    """``value`` with the type of every part, so that ``1`` differs from ``1.0`` and a list
+    from a tuple."""
+    kind = type(value)
+    if isinstance(value, list | tuple):
+        return (kind.__name__, [_typed(x) for x in value])
+    if attrs.has(kind):
+        names = [f.name for f in attrs.fields(kind)]
+        return (kind.__name__, [_typed(getattr(value, name)) for name in names])
+    return (kind.__name__, value)
+
+
+_TAG = st.fixed_dictionaries(
+    {"name": st.text(max_size=3), "kind": st.sampled_from(["a", "b", "c"])}
+)
+_NEAR_ARGUMENTS = st.fixed_dictionaries(
+    {},
+    optional={
+        "tags": st.one_of(st.lists(_TAG, max_size=3), st.integers()),
+        "count": st.one_of(st.integers(), st.just(2.0), st.booleans()),
+        "ratio": st.one_of(st.floats(-10, 10), st.integers(-3, 3)),
+        "label": st.one_of(st.text(max_size=3), st.none()),
+        "maybe": st.one_of(st.integers(), st.none(), st.text(max_size=1)),
+        "flags": st.lists(st.booleans(), max_size=2),
+        "exact": st.booleans(),
+        "unknown": st.integers(),
+    },
+)
+
+
+@given(arguments=st.one_of(_NEAR_ARGUMENTS, st.lists(st.integers(), max_size=2), st.text()))
+async def test_h009_plans_give_the_body_what_validation_and_the_converter_give(
+    arguments: object,
+) -> None:
+    """H-009: a call whose plans all match skips validation and the converter; whether it
+    does or not, the body gets the same objects, or the call the same error, as the
+    validating ``execute`` (validation, then the converter for every parameter)."""
+    fast: list[tuple[object, ...]] = []
+    slow: list[tuple[object, ...]] = []
+    result = await execute(_recording_tool(fast), arguments)
+    reference = _recording_tool(slow)
+    frozen = freeze_json(arguments)
+    runtime = ToolRuntime()
+    runtime.register(reference)
+    ctx_holder: list[ToolRunContext] = []
+
+    @tool
+    async def grab(ctx: ToolRunContext) -> None:
+        """Take a context."""
+        ctx_holder.append(ctx)
+
+    await execute(grab, {})
+    if result.is_error:
+        with pytest.raises(ToolArgsError) as raised:
+            await reference.execute(frozen, ctx_holder[0])
+        assert result.error is not None
+        assert result.error.message == str(raised.value)
+        assert fast == []
+    else:
+        await reference.execute(frozen, ctx_holder[0])
+        assert [_typed(list(x)) for x in fast] == [_typed(list(x)) for x in slow]
+
+
+async def test_a_positional_parameter_with_a_default_is_filled_by_a_plan() -> None:
+    """A positional-only parameter left out takes its default, and a later one still
+    follows it, on the plans' path as on the converter's."""
+    seen: list[object] = []
+
+    @tool
+    async def f(a: int = 1, b: list[int] = [], /) -> None:  # noqa: B006 - never mutated
+        """F."""
+        seen.append((a, b))
+
+    assert not (await execute(f, {"b": [2]})).is_error
+    assert seen == [(1, [2])]
+
+
+@attrs.define
+class Picky:
+    x: int
+
+    def __setattr__(self, name: str, value: object) -> None:
+        if value == 13:
+            raise ValueError("no 13")
+        object.__setattr__(self, name, value)
+
+
+async def test_h050_a_class_that_raises_while_built_fails_as_before() -> None:
+    """H-050: a plan that gives up because the class's own code raised leaves the call to
+    validation and the converter, whose message the model gets."""
+
+    @tool
+    async def f(p: Picky) -> str:
+        """F."""
+        return "ok"
+
+    assert not (await execute(f, {"p": {"x": 1}})).is_error
+    result = await execute(f, {"p": {"x": 13}})
+    assert result.is_error
+    assert result.error is not None
+    assert result.error.message.startswith('invalid arguments: "p" could not be structured: ')

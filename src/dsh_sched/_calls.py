@@ -8,10 +8,10 @@ from typing import Any, final
 
 import attrs
 
-from dsh_tools import FrozenDict, freeze_json
-from dsh_tools.lowlevel import parse_json_text
+from dsh_tools import FrozenDict, Scope, ToolRuntime, freeze_json
+from dsh_tools.lowlevel import parse_frozen_json_text, parse_json_text
 
-__all__ = ["ModelToolCall", "parse_arguments"]
+__all__ = ["ModelToolCall", "call_arguments", "has_classifier", "parse_arguments"]
 
 
 def _str_field(name: str) -> Any:
@@ -96,3 +96,33 @@ def parse_arguments(raw: str) -> object:
         # nesting too deep: the tool's validation explains it to the model (with the same
         # parser, so they agree).
         return raw
+
+
+def has_classifier(runtime: ToolRuntime, name: str, scope: Scope | None) -> bool:
+    """Whether classifying a call of ``name`` now calls a classifier with its arguments."""
+    defn = runtime.get(name, scope)
+    return defn is not None and type(defn.is_concurrency_safe) is not bool
+
+
+def call_arguments(
+    runtime: ToolRuntime, scope: Scope | None, call: ModelToolCall, *, may_freeze: bool
+) -> tuple[object, bool]:
+    """The arguments of ``call``'s ``ToolCall``, and whether they are a frozen snapshot.
+
+    A classifier is called with the parsed value of a text (§2.2). While the visible tool
+    has none (its ``is_concurrency_safe`` is a bool, or there is no such tool), nothing
+    sees that value but the runtime's snapshot, so with ``may_freeze`` the text is parsed
+    straight into the frozen snapshot, which the runtime then takes as it is. The driver
+    asks again without ``may_freeze`` if the tool is replaced by one with a classifier
+    before the call starts: the call then gets the parsed value, the first arguments
+    object any classifier sees.
+    """
+    arguments = call.arguments
+    if not isinstance(arguments, str):
+        return arguments, False
+    if may_freeze and arguments and not has_classifier(runtime, call.name, scope):
+        try:
+            return parse_frozen_json_text(arguments), True
+        except ValueError:
+            pass  # the general path decides, and explains
+    return parse_arguments(arguments), False

@@ -19,7 +19,7 @@ import trio
 from dsh_tools import AbortError, ToolCall, ToolDeniedError, error_result
 from dsh_tools.lowlevel import Lane, is_cancellation
 
-from ._calls import parse_arguments
+from ._calls import call_arguments, has_classifier
 from ._outcome import BatchOutcome, BatchStatistics, CommittedCall
 from ._sinks import CallCommitted, CallStarted, ContextAccepted
 
@@ -101,11 +101,13 @@ class Driver:
         "number",
         "parent",
         "pending_call",
+        "pending_frozen",
         "pending_index",
         "reader_parked",
         "reader_waiter",
         "results",
         "root_call_id",
+        "runtime",
         "scope",
         "sink",
         "synthetic",
@@ -128,6 +130,7 @@ class Driver:
         keep_results: bool,
         timeout: float | None = None,
     ) -> None:
+        self.runtime = runtime
         self.calls = calls
         self.number = number
         self.scope = scope
@@ -143,6 +146,8 @@ class Driver:
         self.lane = Lane(runtime, self, abort=abort, max_parallel=max_parallel, calls=len(calls))
         self.pending_index = -1
         self.pending_call: ToolCall | None = None
+        #: Its text arguments were parsed straight into their snapshot (see call_at).
+        self.pending_frozen = False
         #: The batch completed (by finishing or by abort); ``final`` is the outcome.
         self.done = False
         self.final: BatchOutcome | None = None
@@ -271,15 +276,22 @@ class Driver:
     # -- the lane's client ----------------------------------------------------------------
 
     def call_at(self, index: int) -> ToolCall:
-        """The call's ToolCall, built once: a reclassified call keeps its arguments object."""
-        if self.pending_index == index and self.pending_call is not None:
-            return self.pending_call
+        """The call's ToolCall, built once: a reclassified call keeps its arguments object
+        (unless it is a snapshot no classifier has seen; see :func:`call_arguments`)."""
+        pending = self.pending_call
+        again = self.pending_index == index
+        if (
+            again
+            and pending is not None
+            and not (self.pending_frozen and has_classifier(self.runtime, pending.name, self.scope))
+        ):
+            return pending
         call = self.calls[index]
-        arguments = call.arguments
+        arguments, frozen = call_arguments(self.runtime, self.scope, call, may_freeze=not again)
         tool_call = ToolCall(
             call_id=call.call_id,
             name=call.name,
-            arguments=parse_arguments(arguments) if isinstance(arguments, str) else arguments,
+            arguments=arguments,
             scope=self.scope,
             abort=self.abort,
             parent=self.parent,
@@ -287,6 +299,7 @@ class Driver:
         )
         self.pending_index = index
         self.pending_call = tool_call
+        self.pending_frozen = frozen
         return tool_call
 
     def on_start(

@@ -127,8 +127,14 @@ def build_validating_tool(
     finalize_content: FinalizeContent | None,
     present_call: Callable[[FrozenDict], object] | None,
     present_result: Callable[[FrozenDict, ToolResult], object] | None,
+    checked_execute: Callable[[CompiledSchema], Execute] | None = None,
 ) -> ToolDefinition:
-    """The body of :func:`define_tool`; ``label`` prefixes the timeout message (``@tool``)."""
+    """The body of :func:`define_tool`; ``label`` prefixes the timeout message (``@tool``).
+
+    With ``checked_execute``, the pipeline awaits ``checked_execute(validator)`` and does not
+    validate first: that body validates the arguments itself, as its first step, whenever it
+    has not proved them valid on its own (``@tool``'s compiled plans).
+    """
     check_timeout(timeout, f"{label}: timeout")
     problems: list[str] = []
     try:
@@ -169,6 +175,8 @@ def build_validating_tool(
             None if present_result is None else _soft_present_result(validator, present_result)
         ),
     )
+    if checked_execute is not None:
+        return validating._with_validation(None, checked_execute(validator))
     # The pipeline runs the two steps itself: it validates, then awaits the user's body.
     return validating._with_validation(validator, execute)
 

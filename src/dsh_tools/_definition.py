@@ -143,11 +143,12 @@ class ToolDefinition:
 
     def _with_validation(
         self,
-        arguments_schema: CompiledSchema,
+        arguments_schema: CompiledSchema | None,
         body: Callable[[Any, ToolRunContext], Awaitable[object]],
     ) -> ToolDefinition:
-        # define_tool/@tool: the pipeline validates against ``arguments_schema``, then
-        # awaits ``body`` (no wrapper frame around the body).
+        # define_tool/@tool: the pipeline validates against ``arguments_schema`` (unless
+        # ``None``: ``body`` then validates itself), then awaits ``body`` (no wrapper frame
+        # around the body).
         object.__setattr__(self, "_arguments_schema", arguments_schema)
         object.__setattr__(self, "_body", body)
         return self

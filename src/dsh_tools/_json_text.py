@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import json
 import json.scanner
+import math
 import re
 import sys
-from typing import Final
+from typing import Any, Final
 
-__all__ = ["describe_value", "parse_json_text"]
+from ._json import FrozenDict, JsonValue, is_lossless_str
+
+__all__ = ["describe_value", "parse_frozen_json_text", "parse_json_text"]
 
 
 class _Constant(ValueError):
@@ -92,6 +95,83 @@ def parse_json_text(text: str) -> object:
         # Python converts (sys.get_int_max_str_digits()).
         msg, pos = "integer too long", _first_long_integer(text)
     raise json.JSONDecodeError(msg, text, pos) from None
+
+
+class _General(ValueError):
+    """Internal: :func:`parse_frozen_json_text` leaves this text to the general path."""
+
+
+_GENERAL: Final = _General()
+_dict_new = dict.__new__
+_dict_update = dict.update
+_dict_setitem = dict.__setitem__
+
+
+def _frozen_object(pairs: list[tuple[str, Any]]) -> FrozenDict:
+    frozen: FrozenDict = _dict_new(FrozenDict)
+    _dict_update(frozen, pairs)
+    if len(frozen) != len(pairs):
+        raise _GENERAL  # a key given twice
+    frozen._hash = None
+    for key, item in pairs:
+        if type(item) is list:  # objects inside are frozen already (innermost first)
+            _dict_setitem(frozen, key, _frozen_array(item))
+    return frozen
+
+
+def _frozen_array(items: list[Any]) -> tuple[Any, ...]:
+    # Objects inside are frozen already (the parser builds them innermost first).
+    for item in items:
+        if type(item) is list:
+            return tuple([_frozen_array(x) if type(x) is list else x for x in items])
+    return tuple(items)
+
+
+def _lossless_float(text: str) -> float:
+    value = float(text)
+    if value in (math.inf, -math.inf) or (value == 0.0 and math.copysign(1.0, value) < 0):
+        raise _GENERAL  # 1e400 or -0.0: freeze_json refuses it, with its message
+    return value
+
+
+_FROZEN_DECODER: Final = json.JSONDecoder(
+    parse_constant=_reject_constant,
+    object_pairs_hook=_frozen_object,
+    parse_float=_lossless_float,
+)
+_FROZEN_SCAN_ONCE: Final = json.scanner.make_scanner(_FROZEN_DECODER)  # type: ignore[arg-type]
+# An escape that may stand for half of a surrogate pair (a lone one is not lossless).
+_SURROGATE_ESCAPE: Final = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+def parse_frozen_json_text(text: str) -> JsonValue:
+    """``freeze_json(parse_json_text(text))`` in one pass, for the commonest texts.
+
+    The parser builds the frozen value itself (objects as :class:`FrozenDict`, arrays as
+    tuples), with no second walk. It takes a text that is one JSON value with no
+    surrounding whitespace, holding no escape of a surrogate, no number that is not a
+    lossless float (``1e400``, ``-0.0``) and no key twice in one object; for anything else
+    it raises ``ValueError``, and the caller takes the general path, which decides and
+    explains (a returned value always equals the general path's).
+
+    Raises:
+        ValueError: the general path must decide.
+
+    Example:
+        >>> parse_frozen_json_text('{"tags": ["a"]}')
+        FrozenDict({'tags': ('a',)})
+    """
+    if not text.isascii() and not is_lossless_str(text):
+        raise _GENERAL
+    if _SURROGATE_ESCAPE.search(text) is not None:
+        raise _GENERAL
+    try:
+        value, end = _FROZEN_SCAN_ONCE(text, 0)
+    except (StopIteration, RecursionError):
+        raise _GENERAL from None
+    if end != len(text):
+        raise _GENERAL
+    return _frozen_array(value) if type(value) is list else value
 
 
 def _tokens(text: str) -> list[tuple[int, str]]:

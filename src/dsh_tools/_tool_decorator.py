@@ -7,6 +7,7 @@ import json
 import re
 import typing
 from collections.abc import Awaitable, Callable, Sequence
+from functools import partial
 from typing import TYPE_CHECKING, Annotated, Any, Final, final, overload
 
 from ._annotations import UnsupportedAnnotation, json_default, schema_for
@@ -18,10 +19,12 @@ from ._definition import Output, ToolDefinition
 from ._errors import ToolArgsError, ToolOutputError, normalize_message
 from ._exception_groups import leaves
 from ._json import FrozenDict, freeze_json
+from ._structure_fast import MISS, Plan, fast_structurer
 from ._sync_body import async_body
 
 if TYPE_CHECKING:
     from ._json import JsonValue
+    from ._schema_validate import CompiledSchema
 
 __all__ = ["tool"]
 
@@ -172,7 +175,7 @@ class _Options:
 class _Param:
     """How one parameter of the function is filled from the validated arguments."""
 
-    __slots__ = ("annotation", "default", "exact", "is_context", "name", "positional")
+    __slots__ = ("annotation", "default", "exact", "fast", "is_context", "name", "positional")
 
     def __init__(
         self, name: str, annotation: Any, default: Any, *, positional: bool, is_context: bool
@@ -187,6 +190,8 @@ class _Param:
         self.exact: type | None = (
             annotation if type(annotation) is type and annotation in _EXACT else None
         )
+        #: Builds what the converter would from a matching value, or returns ``MISS``.
+        self.fast: Plan | None = None if is_context else fast_structurer(annotation)
 
 
 _PARAGRAPH_BREAK: Final = re.compile(r"\n\s*\n")
@@ -285,7 +290,8 @@ def _make_tool(fn: ToolFunction, options: _Options) -> ToolDefinition:
         description=description,
         parameters=parameters,
         output=output,
-        execute=_body(tool_name, body, tuple(params)),
+        execute=_body(tool_name, body, tuple(params), None),
+        checked_execute=partial(_body, tool_name, body, tuple(params)),
         timeout=options.timeout,
         is_concurrency_safe=options.is_concurrency_safe,
         finalize_content=options.finalize_content,
@@ -363,38 +369,98 @@ def _unstructure(tool_name: str, result: object) -> object:
 
 
 def _body(
-    tool_name: str, fn: AsyncFunction, params: tuple[_Param, ...]
+    tool_name: str,
+    fn: AsyncFunction,
+    params: tuple[_Param, ...],
+    validator: CompiledSchema | None,
 ) -> Callable[[FrozenDict, ToolRunContext], Awaitable[object]]:
+    """The tool's ``execute``: structure the arguments, await ``fn``, unstructure its value.
+
+    With a ``validator``, the arguments are first fitted to the parameters' compiled plans:
+    a plan only matches a valid value (the schema is derived from the same annotations),
+    so when every one matches, that is the validation and the structuring at once.
+    Otherwise the arguments are validated (its violations raised as ``ToolArgsError``) and
+    structured with the converter, as without a ``validator``.
+    """
+
     async def execute(arguments: FrozenDict, ctx: ToolRunContext) -> object:
-        positional: list[object] = []
-        keywords: dict[str, object] = {}
-        problems: list[str] = []
-        for param in params:
-            value: object
-            if param.is_context:
-                value = ctx
-            elif param.name in arguments:
-                value = arguments[param.name]
-                if type(value) is not param.exact:
-                    try:
-                        value = _structure(value, param.annotation)
-                    except Exception as exc:
-                        message = _structure_message(exc)
-                        problems.append(f'"{param.name}" could not be structured: {message}')
-                        continue
-            elif param.positional:
-                value = param.default  # a later positional argument may still follow
-            else:
-                continue  # Python applies the default
-            if param.positional:
-                positional.append(value)
-            else:
-                keywords[param.name] = value
-        if problems:
-            raise ToolArgsError(problems)
+        fitted = None if validator is None else _fit(params, arguments, ctx)
+        if fitted is None:
+            if validator is not None:
+                violations = validator.validate_frozen(arguments, "")
+                if violations:
+                    raise ToolArgsError(violations)
+            fitted = _structure_all(params, arguments, ctx)
+        positional, keywords = fitted
         result = await fn(*positional, **keywords)
         if type(result) in _EXACT:
             return result  # what the converter would return for it
         return _unstructure(tool_name, result)
 
     return execute
+
+
+Fitted = tuple[list[object], dict[str, object]]
+
+
+def _fit(params: tuple[_Param, ...], arguments: object, ctx: ToolRunContext) -> Fitted | None:
+    """The call's arguments when every parameter's plan matches them, else ``None``."""
+    if type(arguments) is not FrozenDict:
+        return None
+    positional: list[object] = []
+    keywords: dict[str, object] = {}
+    for param in params:
+        value: object
+        if param.is_context:
+            value = ctx
+        elif param.name in arguments:
+            value = arguments[param.name]
+            if type(value) is not param.exact:
+                fast = param.fast
+                value = MISS if fast is None else fast(value)
+                if value is MISS:
+                    return None
+        elif param.default is inspect.Parameter.empty:
+            return None  # required: the validator reports it
+        elif param.positional:
+            value = param.default  # a later positional argument may still follow
+        else:
+            continue  # Python applies the default
+        if param.positional:
+            positional.append(value)
+        else:
+            keywords[param.name] = value
+    return positional, keywords
+
+
+def _structure_all(
+    params: tuple[_Param, ...], arguments: FrozenDict, ctx: ToolRunContext
+) -> Fitted:
+    """Structure valid arguments with the converter (every failure is reported)."""
+    positional: list[object] = []
+    keywords: dict[str, object] = {}
+    problems: list[str] = []
+    for param in params:
+        value: object
+        if param.is_context:
+            value = ctx
+        elif param.name in arguments:
+            value = arguments[param.name]
+            if type(value) is not param.exact:
+                try:
+                    value = _structure(value, param.annotation)
+                except Exception as exc:
+                    message = _structure_message(exc)
+                    problems.append(f'"{param.name}" could not be structured: {message}')
+                    continue
+        elif param.positional:
+            value = param.default  # a later positional argument may still follow
+        else:
+            continue  # Python applies the default
+        if param.positional:
+            positional.append(value)
+        else:
+            keywords[param.name] = value
+    if problems:
+        raise ToolArgsError(problems)
+    return positional, keywords

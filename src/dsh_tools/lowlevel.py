@@ -32,7 +32,7 @@ tells a driver the result of one that is finished (for example when a result obs
 
 from ._exception_groups import leaves as exception_leaves
 from ._exception_groups import split_cancelled
-from ._json_text import parse_json_text
+from ._json_text import parse_frozen_json_text, parse_json_text
 from ._lane import Lane, LaneClient, LaneStatistics
 from ._pipeline import (
     NeedsFinalize,
@@ -67,6 +67,7 @@ __all__ = [
     "finished_result",
     "is_async_callable",
     "is_cancellation",
+    "parse_frozen_json_text",
     "parse_json_text",
     "prepare",
     "split_cancelled",
