@@ -273,7 +273,16 @@ class Lane:
                 return
             # No checkpoint between that classification and create(): the mode a call
             # starts under is the mode it was classified as.
-            await self._start(group, index, tool_call, mode)
+            execution, gi, refusal = self._begin(group, index, tool_call, mode)
+            if refusal is not None:
+                group.store(gi, NeedsFinish(execution, refusal))
+            else:
+                step = await prepare(execution)
+                # A failure recorded while prepare was awaited leaves this call
+                # undispatched (scheduler.md §13 example 5).
+                if self.failure is not None:
+                    raise _Halt
+                self._launch(group, gi, step)
             if group.ready() is not None:  # most starts leave nothing to commit yet
                 await self._commit_ready(group, mode)
             workers = self.workers
@@ -298,18 +307,10 @@ class Lane:
         refusal = self.client.on_start(index, execution, mode)
         return execution, gi, refusal
 
-    async def _start(
-        self, group: _Group, index: int, tool_call: ToolCall, mode: ExecutionMode
+    def _launch(
+        self, group: _Group, gi: int, step: ReadyToDispatch | NeedsFinalize | NeedsFinish
     ) -> None:
-        execution, gi, refusal = self._begin(group, index, tool_call, mode)
-        if refusal is not None:
-            group.store(gi, NeedsFinish(execution, refusal))
-            return
-        step = await prepare(execution)
-        # A failure recorded while prepare was awaited leaves this call undispatched
-        # (scheduler.md §13 example 5).
-        if self.failure is not None:
-            raise _Halt
+        """Start the dispatch stage of a prepared call, or keep what prepare ended it with."""
         if isinstance(step, ReadyToDispatch):
             group.dispatching()
             # The stage runs in a copy of the driver's context taken now, after this call's

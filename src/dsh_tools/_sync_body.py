@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import functools
 import inspect
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 import trio
 
@@ -38,7 +38,13 @@ def _is_plain_def(fn: object) -> bool:
     )
 
 
+#: Return types that are never awaitable: no need for ``inspect.isawaitable``'s ABC check.
+_PLAIN: Final = frozenset({str, int, float, bool, type(None), dict, list, tuple})
+
+
 def _returned(label: str, value: object) -> object:
+    if type(value) in _PLAIN:
+        return value
     if inspect.isawaitable(value):
         if inspect.iscoroutine(value):
             value.close()  # never awaited: no "coroutine was never awaited" warning
