@@ -32,6 +32,7 @@ from dsh_tools import (
     define_tool,
     tool,
 )
+from dsh_tools._sync_body import async_body
 from dsh_tools.policies import install_timeout_policy
 from tests.helpers import error_text
 
@@ -302,3 +303,15 @@ async def test_blocking_defs_of_a_batch_run_side_by_side() -> None:
     ]
     outcome = await run_tool_calls(runtime, calls, max_parallel=3)
     assert [c.result.value for c in outcome.results] == [0, 1, 2]
+
+
+async def test_an_inline_def_may_return_any_value_that_is_not_awaitable() -> None:
+    """A return value of a type outside the plain JSON ones goes through the awaitable check
+    and comes back as it is."""
+
+    def letters(word: str) -> frozenset[str]:
+        return frozenset(word)
+
+    body = async_body("letters", letters, False)
+    assert body is not None
+    assert await body("aab") == frozenset("ab")
