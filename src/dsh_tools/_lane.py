@@ -109,7 +109,8 @@ class Lane:
         self.group_mode: ExecutionMode | None = None
         self.nursery: trio.Nursery | None = None
         #: The workers of wrapper-free dispatch stages, in a nursery opened inside the
-        #: Abort's move_on_abort() scope (see _host); None until the first overlapping group.
+        #: Abort's move_on_abort() scope (see host_workers); None until the first overlapping
+        #: group.
         self.workers: Workers | None = None
         self.host_waiter: _Waiter | None = None
         #: The first internal failure (scheduler.md §8); later ones are logged at DEBUG.
