@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from dsh_tools import FrozenDict, freeze_json
 from dsh_tools.lowlevel import parse_frozen_json_text, parse_json_text
+from tests.helpers import deep_equal, nest
 from tests.strategies import json_values
 
 
@@ -123,3 +124,19 @@ def test_non_ascii_text_is_taken_when_it_is_lossless() -> None:
 def test_other_texts_are_left_to_the_general_path(text: str) -> None:
     with pytest.raises(ValueError):  # noqa: PT011 - the type is the whole contract
         parse_frozen_json_text(text)
+
+
+def test_an_array_too_deep_for_the_stack_left_is_left_to_the_general_path() -> None:
+    """Freezing a top-level array recurses per level: with little stack left, a text the
+    scanner still parses is handed to the general path instead of raising RecursionError."""
+    text = "[" * 500 + "]" * 500
+
+    def parse_with_frames_used(depth: int) -> object:
+        if depth:
+            return parse_with_frames_used(depth - 1)
+        return parse_frozen_json_text(text)
+
+    shallow = "[" * 100 + "]" * 100
+    assert deep_equal(parse_frozen_json_text(shallow), nest(99, (), lambda x: (x,)))
+    with pytest.raises(ValueError):  # noqa: PT011 - the type is the whole contract
+        parse_with_frames_used(200)

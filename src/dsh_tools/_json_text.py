@@ -15,7 +15,7 @@ import re
 import sys
 from typing import Any, Final
 
-from ._json import FrozenDict, JsonValue, is_lossless_str
+from ._json import FrozenDict, JsonValue, _dict_new, _dict_update, is_lossless_str
 
 __all__ = ["describe_value", "parse_frozen_json_text", "parse_json_text"]
 
@@ -102,12 +102,11 @@ class _General(ValueError):
 
 
 _GENERAL: Final = _General()
-_dict_new = dict.__new__
-_dict_update = dict.update
 _dict_setitem = dict.__setitem__
 
 
 def _frozen_object(pairs: list[tuple[str, Any]]) -> FrozenDict:
+    # FrozenDict._from_frozen(pairs), inlined: the parser calls this for every object.
     frozen: FrozenDict = _dict_new(FrozenDict)
     _dict_update(frozen, pairs)
     if len(frozen) != len(pairs):
@@ -167,11 +166,13 @@ def parse_frozen_json_text(text: str) -> JsonValue:
         raise _GENERAL
     try:
         value, end = _FROZEN_SCAN_ONCE(text, 0)
+        if end != len(text):
+            raise _GENERAL
+        # Freezing a top-level array recurses once per level of nested arrays, like the
+        # scan: a text deep enough to exhaust the stack is the general path's to decide.
+        return _frozen_array(value) if type(value) is list else value
     except (StopIteration, RecursionError):
         raise _GENERAL from None
-    if end != len(text):
-        raise _GENERAL
-    return _frozen_array(value) if type(value) is list else value
 
 
 def _tokens(text: str) -> list[tuple[int, str]]:
