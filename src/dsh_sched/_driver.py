@@ -107,7 +107,6 @@ class Driver:
         "reader_waiter",
         "results",
         "root_call_id",
-        "runtime",
         "scope",
         "sink",
         "synthetic",
@@ -130,7 +129,6 @@ class Driver:
         keep_results: bool,
         timeout: float | None = None,
     ) -> None:
-        self.runtime = runtime
         self.calls = calls
         self.number = number
         self.scope = scope
@@ -280,14 +278,15 @@ class Driver:
         (unless it is a snapshot no classifier has seen; see :func:`call_arguments`)."""
         pending = self.pending_call
         again = self.pending_index == index
+        runtime = self.lane.runtime
         if (
             again
             and pending is not None
-            and not (self.pending_frozen and has_classifier(self.runtime, pending.name, self.scope))
+            and not (self.pending_frozen and has_classifier(runtime, pending.name, self.scope))
         ):
             return pending
         call = self.calls[index]
-        arguments, frozen = call_arguments(self.runtime, self.scope, call, may_freeze=not again)
+        arguments, frozen = call_arguments(runtime, self.scope, call, may_freeze=not again)
         tool_call = ToolCall(
             call_id=call.call_id,
             name=call.name,
