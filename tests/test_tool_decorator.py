@@ -899,6 +899,28 @@ async def test_h058_default_render_of_dicts_and_lists(value: Any) -> None:
     )
 
 
+@given(
+    value=st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False).filter(
+        lambda f: not (f == 0 and math.copysign(1.0, f) < 0)
+    )
+)
+def test_h058_default_render_of_a_scalar_is_its_json_text(value: Any) -> None:
+    """H-058: a scalar value renders as ``json.dumps(value, ensure_ascii=False, indent=2)``,
+    which for a scalar is its plain JSON text (the renderer writes it without the encoder)."""
+
+    @tool
+    async def f() -> Any:
+        """F."""
+        return value
+
+    result = trio.run(execute, f, {})
+    assert not result.is_error, result
+    assert result.content == (TextContent(json.dumps(value, ensure_ascii=False, indent=2)),)
+
+
 async def test_default_render_of_a_string_and_custom_render() -> None:
     @tool
     async def s() -> str:

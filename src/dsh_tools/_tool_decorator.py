@@ -318,9 +318,20 @@ def _shown(value: object) -> str:
         return f"<{type(value).__name__} that cannot be printed>"
 
 
+_JSON_CONSTANTS: Final = {None: "null", True: "true", False: "false"}
+
+
 def _default_render(args: JsonValue, value: JsonValue) -> list[ContentBlock]:
-    if type(value) is str:
+    kind = type(value)
+    if kind is str:
         return [TextContent(value)]
+    # A scalar prints the same with or without indent=, but indent= makes json.dumps take its
+    # pure-Python encoder (3 µs for an int): write the scalar's JSON text directly, as json's
+    # own encoder does (a frozen float is finite, so its repr is its JSON text).
+    if kind is int or kind is float:
+        return [TextContent(repr(value))]
+    if kind is bool or value is None:
+        return [TextContent(_JSON_CONSTANTS[value])]
     try:
         return [TextContent(json.dumps(value, ensure_ascii=False, indent=2))]
     except RecursionError:
