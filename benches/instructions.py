@@ -52,9 +52,9 @@ _RAW = ToolDefinition(
 
 
 @tool(is_concurrency_safe=True)
-async def add(a: int, b: int) -> int:
-    """Add two integers."""
-    return a + b
+async def add(a: int, b: str) -> str:
+    """The overhead scenario's ``c`` tool (``benches._dsh.validated_tool``), by another name."""
+    return "ok"
 
 
 @tool(name="search", is_concurrency_safe=True)
@@ -117,7 +117,7 @@ async def workload(n: int, mode: str) -> None:
         calls = [ModelToolCall(call_id=f"a{i}", name="raw", arguments="{}") for i in range(n)]
         await run_tool_calls(runtime, calls, max_parallel=n)
     if "c" in mode:
-        args = '{"a": 1, "b": 2}'
+        args = '{"a": 1, "b": "x"}'
         calls = [ModelToolCall(call_id=f"c{i}", name="add", arguments=args) for i in range(n)]
         await run_tool_calls(runtime, calls, max_parallel=n)
     if "d" in mode:

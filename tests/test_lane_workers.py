@@ -21,7 +21,7 @@ import trio.testing
 
 from dsh_sched import ModelToolCall, run_tool_calls
 from dsh_tools import CallNext, ErrorCode, PreDecision, ToolExecution, ToolRuntime, tool
-from dsh_tools._lane_workers import BURST, Workers
+from dsh_tools._lane_workers import BURST, SPAWNS, Workers
 
 if TYPE_CHECKING:
     from collections.abc import Coroutine, Generator
@@ -287,3 +287,58 @@ async def test_a_burst_of_stages_that_all_wait_does_not_stall_the_starts(
     # Every body slept at once: the first waiting stage woke the paused driver.
     assert trio.current_time() - start == pytest.approx(1.0)
     assert len({task for _, task, _, _ in seen}) == count
+
+
+async def test_started_tasks_reach_their_first_wait_every_few_starts(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """Decision 113: after every few dispatch tasks it starts, the driver lets them run to
+    their first wait before it starts more, so the first bodies begin waiting while later
+    calls are still being started (the batch ends sooner), and every call still gets its
+    one result in order."""
+    seen: list[tuple[str, trio.lowlevel.Task, str, str]] = []
+    runtime = _runtime(seen)
+    await run_tool_calls(runtime, _calls("slow", 2, prefix="w"))  # now known to wait
+    assert runtime._registry.waits == {"slow"}
+    events: list[str] = []
+
+    class Sink:
+        def on_call(self, event: Any) -> None:
+            events.append(f"call {event.call.call_id}")
+
+        def on_result(self, event: Any) -> None:
+            events.append(f"result {event.call.call_id}")
+
+        def on_context(self, event: Any) -> None:
+            pass
+
+    @tool(name="slow2", is_concurrency_safe=True)
+    async def slow2() -> str:
+        """Note the start, then wait a second."""
+        events.append(f"body {current_call.get()}")
+        await trio.sleep(1)
+        return "slept"
+
+    async def mark(execution: ToolExecution, call_next: CallNext[PreDecision]) -> PreDecision:
+        current_call.set(execution.call_id)
+        return await call_next()
+
+    runtime.register(slow2)
+    runtime.on_pre_execute(mark)
+    await run_tool_calls(runtime, _calls("slow2", 2, prefix="w"))
+    events.clear()
+    count = 3 * SPAWNS + 3
+    start = trio.current_time()
+    outcome = await run_tool_calls(runtime, _calls("slow2", count), max_parallel=count, sink=Sink())
+    assert [c.result.value for c in outcome.results] == ["slept"] * count
+    assert trio.current_time() - start == pytest.approx(1.0)
+    # Starts in bursts of SPAWNS, each burst's bodies (in trio's order) beginning before the
+    # next burst's starts; then the results, in model order.
+    position = 0
+    for first in range(0, count, SPAWNS):
+        ids = [f"c{i}" for i in range(first, min(count, first + SPAWNS))]
+        assert events[position : position + len(ids)] == [f"call {i}" for i in ids]
+        position += len(ids)
+        assert sorted(events[position : position + len(ids)]) == sorted(f"body {i}" for i in ids)
+        position += len(ids)
+    assert events[position:] == [f"result c{i}" for i in range(count)]

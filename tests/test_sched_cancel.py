@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 import trio
+import trio.lowlevel
 import trio.testing
 
 import dsh_tools._lane
@@ -30,7 +31,9 @@ from dsh_tools import (
     ToolResult,
     ToolRuntime,
     lowlevel,
+    tool,
 )
+from dsh_tools._lane_workers import SPAWNS
 from tests.test_sched_fixtures import Gates, StepSink, calls, gated_tool, output, text_of
 
 wait_blocked = trio.testing.wait_all_tasks_blocked
@@ -217,6 +220,40 @@ async def test_example5_failure_during_prepare_leaves_the_call_undispatched(
     assert steps == []  # ...but nothing was dispatched after the failure
     assert box == [bug]
     assert [type(e).__name__ for e in sink.events] == ["CallStarted", "CallStarted"]
+
+
+async def test_a_failure_while_the_driver_lets_its_tasks_run_stops_the_starts(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """§13 example 5's rule at the pause after every few task starts (decision 113): a
+    dispatch stage that fails while the driver lets the tasks it started run leaves every
+    later call unstarted."""
+    runtime = ToolRuntime()
+
+    @tool(name="r", is_concurrency_safe=True)
+    async def waits() -> str:
+        """Wait a moment."""
+        await trio.lowlevel.checkpoint()
+        return "ok"
+
+    runtime.register(waits)
+    await run_tool_calls(runtime, calls("r:w0", "r:w1"), max_parallel=2)
+    assert runtime._registry.waits == {"r"}  # from now on, a task per call
+    bug = RuntimeError("dispatch stage bug")
+
+    async def buggy_dispatch(step: lowlevel.ReadyToDispatch, proceed: Proceed) -> Any:
+        if step.execution.call_id == "c0":
+            raise bug
+        return await proceed()
+
+    patch_dispatch(monkeypatch, buggy_dispatch)
+    sink = RecordingSink()
+    names = [f"r:c{i}" for i in range(SPAWNS + 5)]
+    with pytest.raises(RuntimeError) as caught:
+        await run_tool_calls(runtime, calls(*names), max_parallel=len(names), sink=sink)
+    assert caught.value is bug
+    started = [e.call.call_id for e in sink.events if isinstance(e, CallStarted)]
+    assert started == [f"c{i}" for i in range(SPAWNS)]
 
 
 async def test_failure_during_finalize_leaves_that_commit_unrecorded(

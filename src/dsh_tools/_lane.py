@@ -23,7 +23,7 @@ import trio
 from ._definition import ExecutionMode
 from ._lane_client import LaneClient, LaneStatistics, _drop, _Halt, _Waiter
 from ._lane_plan import GroupPlan, QueuePlan
-from ._lane_workers import BURST, Workers, host_workers
+from ._lane_workers import BURST, SPAWNS, Workers, host_workers
 from ._pipeline import (
     NeedsFinalize,
     NeedsFinish,
@@ -286,12 +286,17 @@ class Lane:
                 self._launch(group, gi, step)
             if group.ready() is not None:  # most starts leave nothing to commit yet
                 await self._commit_ready(group, mode)
-            workers = self.workers
-            if workers is not None and len(workers.jobs) >= BURST:
-                # Let the workers run what is queued (the first stage to end or to wait
-                # wakes the driver): calls in flight stay few however large the group,
-                # and their results commit as they come (decision 110).
+            if (workers := self.workers) is None:
+                continue
+            if len(workers.jobs) >= BURST:
+                # Let the workers run the queue (the first stage to end or to wait wakes
+                # the driver), so few calls are in flight at a time (decision 110).
                 return
+            if workers.fresh >= SPAWNS:  # let the new tasks start waiting (decision 113)
+                while workers.fresh:
+                    await self.waiter.wait()
+                if self.failure is not None:
+                    raise _Halt
 
     # -- starting (scheduler.md §4.2) ------------------------------------------------------
 
@@ -312,20 +317,22 @@ class Lane:
         self, group: _Group, gi: int, step: ReadyToDispatch | NeedsFinalize | NeedsFinish
     ) -> None:
         """Start the dispatch stage of a prepared call, or keep what prepare ended it with."""
-        if isinstance(step, ReadyToDispatch):
-            group.dispatching()
-            # The stage runs in a copy of the driver's context taken now, after this call's
-            # prepare (§3): start_soon takes it, and so does a worker's job.
-            workers = self.workers
-            if workers is not None and (shared := dispatch_in_abort_scope(step)) is not None:
-                workers.run(step.execution.name, self._dispatch, group, gi, shared)
-            else:
-                assert self.nursery is not None
-                self.nursery.start_soon(
-                    self._dispatch, group, gi, dispatch(step), name="dsh_tools.dispatch"
-                )
-        else:
+        if not isinstance(step, ReadyToDispatch):
             group.store(gi, step)
+            return
+        group.dispatching()
+        # The stage runs in a copy of the driver's context taken now, after its prepare (§3).
+        workers = self.workers
+        if workers is not None and (shared := dispatch_in_abort_scope(step)) is not None:
+            workers.run(step.execution.name, self._dispatch, group, gi, shared)
+            return
+        assert self.nursery is not None  # a wrapper applies, or no call runs beside it
+        if workers is not None:
+            workers.spawn(self.nursery, self._dispatch, group, gi, dispatch(step))
+        else:
+            self.nursery.start_soon(
+                self._dispatch, group, gi, dispatch(step), name="dsh_tools.dispatch"
+            )
 
     @trio.lowlevel.enable_ki_protection
     async def _dispatch(

@@ -35,11 +35,14 @@ if TYPE_CHECKING:
 
     from ._lane import Lane
 
-__all__ = ["BURST", "Workers", "host_workers"]
+__all__ = ["BURST", "SPAWNS", "Workers", "host_workers"]
 
 #: How many queued stages make the lane's driver pause its starts until the workers have
 #: run them (decision 110).
 BURST: Final = 64
+#: How many dispatch tasks the driver starts before it lets them run to their first wait
+#: (decision 113).
+SPAWNS: Final = 16
 
 
 @final
@@ -57,7 +60,7 @@ class Workers:
     runnable or running and not inside a stage that waits, so every queued stage runs.
     """
 
-    __slots__ = ("drainer", "jobs", "last", "nursery", "waits", "wake")
+    __slots__ = ("drainer", "fresh", "jobs", "last", "nursery", "waits", "wake")
 
     def __init__(self, nursery: trio.Nursery, waits: set[str], wake: Callable[[], None]) -> None:
         self.nursery = nursery
@@ -67,6 +70,8 @@ class Workers:
         #: The number of the worker that drains the queue; 0 while there is none.
         self.drainer = 0
         self.last = 0
+        #: Dispatch tasks the driver started that have not taken their first step yet.
+        self.fresh = 0
 
     def run(
         self,
@@ -78,9 +83,27 @@ class Workers:
         own if the tool is known to wait, else in a worker; either way in a copy of the
         current context, taken now."""
         if name in self.waits:
-            self.nursery.start_soon(fn, *args, name="dsh_tools.dispatch")
+            self.spawn(self.nursery, fn, *args)
         else:
             self.submit(copy_context(), fn(*args), name)
+
+    def spawn(
+        self, nursery: trio.Nursery, fn: Callable[..., Coroutine[Any, Any, None]], *args: object
+    ) -> None:
+        """Start the dispatch stage ``fn(*args)`` as a task of its own in ``nursery``; the
+        driver pauses once :data:`SPAWNS` of these have not taken their first step, until
+        they have (decision 113)."""
+        self.fresh += 1
+        nursery.start_soon(self._first_step, fn, *args, name="dsh_tools.dispatch")
+
+    @trio.lowlevel.enable_ki_protection
+    async def _first_step(
+        self, fn: Callable[..., Coroutine[Any, Any, None]], *args: object
+    ) -> None:
+        self.fresh -= 1
+        if not self.fresh:
+            self.wake()  # the driver, if it paused for these tasks
+        await fn(*args)
 
     def submit(self, context: Context, stage: Coroutine[Any, Any, None], name: str) -> None:
         """Queue ``stage`` (a dispatch task's coroutine for tool ``name``) to run in
