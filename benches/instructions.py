@@ -18,8 +18,10 @@ parameters) in batches of 20, with a body that does not sleep; ``R`` the same wi
 ``JsonlSessionLog`` sink (a temporary file); ``f`` is their floor: the same batches as raw
 trio tasks that each ``json.loads`` their text. All three build their argument texts as
 they go: ``g`` builds only the texts, to be subtracted. ``F`` is the per-call floor ``F0``
-of ``benches.overhead``: one no-op trio task per call in one nursery. None of these is in
-the default.
+of ``benches.overhead``: one no-op trio task per call in one nursery. ``w`` is a batch of
+raw calls whose body waits once (``trio.sleep(0)``), so each gets a task of its own (the
+makespan scenario's path), and ``W`` its floor: one trio task per call that waits once.
+None of these is in the default.
 """
 
 from __future__ import annotations
@@ -80,6 +82,30 @@ async def _floor(n: int) -> None:
                 nursery.start_soon(one, realistic.arguments(i))
 
 
+async def _yield_body(args: object, ctx: object) -> object:
+    await trio.sleep(0)
+    return "ok"
+
+
+_WAITS = ToolDefinition(
+    name="waits",
+    description="waits",
+    parameters={},
+    output=Output(schema={}, render=lambda args, value: [TextContent("ok")]),
+    execute=_yield_body,
+    is_concurrency_safe=True,
+)
+
+
+async def _yielding_tasks(n: int) -> None:
+    async def one() -> None:
+        await trio.sleep(0)
+
+    async with trio.open_nursery() as nursery:
+        for _ in range(n):
+            nursery.start_soon(one)
+
+
 async def _bare_tasks(n: int) -> None:
     async def noop() -> None:
         pass
@@ -111,8 +137,11 @@ async def workload(n: int, mode: str) -> None:
     runtime = ToolRuntime()
     runtime.register(_RAW)
     runtime.register(add)
+    runtime.register(_WAITS)
     warm = [ModelToolCall(call_id=f"w{i}", name="raw", arguments="{}") for i in range(10)]
     await run_tool_calls(runtime, warm)
+    warm = [ModelToolCall(call_id=f"w{i}", name="waits", arguments="{}") for i in range(2)]
+    await run_tool_calls(runtime, warm)  # now known to wait: a task per call
     if "a" in mode:
         calls = [ModelToolCall(call_id=f"a{i}", name="raw", arguments="{}") for i in range(n)]
         await run_tool_calls(runtime, calls, max_parallel=n)
@@ -125,6 +154,11 @@ async def workload(n: int, mode: str) -> None:
             await runtime.execute(ToolCall(call_id=f"d{i}", name="raw", arguments={}))
     if "F" in mode:
         await _bare_tasks(n)
+    if "w" in mode:
+        calls = [ModelToolCall(call_id=f"w{i}", name="waits", arguments="{}") for i in range(n)]
+        await run_tool_calls(runtime, calls, max_parallel=n)
+    if "W" in mode:
+        await _yielding_tasks(n)
     if "g" in mode:
         for i in range(n):
             realistic.arguments(i)
