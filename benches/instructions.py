@@ -19,7 +19,7 @@ parameters) in batches of 20, with a body that does not sleep; ``R`` the same wi
 trio tasks that each ``json.loads`` their text. All three build their argument texts as
 they go: ``g`` builds only the texts, to be subtracted. ``F`` is the per-call floor ``F0``
 of ``benches.overhead``: one no-op trio task per call in one nursery. ``w`` is a batch of
-raw calls whose body waits once (``trio.sleep(0)``), so each gets a task of its own (the
+raw calls whose body waits once (a checkpoint), so each gets a task of its own (the
 makespan scenario's path), and ``W`` its floor: one trio task per call that waits once.
 None of these is in the default.
 """
@@ -32,6 +32,7 @@ import tempfile
 from pathlib import Path
 
 import trio
+import trio.lowlevel
 
 from dsh_sched import JsonlSessionLog, ModelToolCall, run_tool_calls
 from dsh_tools import Output, TextContent, ToolCall, ToolDefinition, ToolRuntime, tool
@@ -83,7 +84,7 @@ async def _floor(n: int) -> None:
 
 
 async def _yield_body(args: object, ctx: object) -> object:
-    await trio.sleep(0)
+    await trio.lowlevel.checkpoint()
     return "ok"
 
 
@@ -99,7 +100,7 @@ _WAITS = ToolDefinition(
 
 async def _yielding_tasks(n: int) -> None:
     async def one() -> None:
-        await trio.sleep(0)
+        await trio.lowlevel.checkpoint()
 
     async with trio.open_nursery() as nursery:
         for _ in range(n):
