@@ -295,6 +295,8 @@ def freeze_json(value: object) -> JsonValue:
     t = type(value)
     if t is str and value.isascii():  # type: ignore[attr-defined]
         return value
+    if t is FrozenDict:  # a snapshot already (the scheduler parses texts into one)
+        return value
     if t is dict:  # most tool arguments: a flat object
         flat = _freeze_flat(value, t)
         return flat if flat is not None else _freeze_nested(value, t)
@@ -303,8 +305,6 @@ def freeze_json(value: object) -> JsonValue:
             return value
     except _NotLossless as exc:
         raise TypeError(f"not lossless JSON: {exc.reason} at $") from None
-    if t is FrozenDict:
-        return value
     if t is not dict and t is not list and t is not tuple:
         raise TypeError(f"not lossless JSON: unsupported type {_type_name(t)} at $")
     flat = _freeze_flat(value, t)
