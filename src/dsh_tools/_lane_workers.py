@@ -93,8 +93,8 @@ class Workers:
         """Start the dispatch stage ``fn(*args)`` as a task of its own in ``nursery``; the
         driver pauses once :data:`SPAWNS` of these have not taken their first step, until
         they have (decision 113)."""
-        self.fresh += 1
         nursery.start_soon(self._first_step, fn, *args, name="dsh_tools.dispatch")
+        self.fresh += 1  # after: a nursery that refuses the task leaves nothing to wait for
 
     @trio.lowlevel.enable_ki_protection
     async def _first_step(
