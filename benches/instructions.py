@@ -38,6 +38,7 @@ from dsh_sched import JsonlSessionLog, ModelToolCall, run_tool_calls
 from dsh_tools import Output, TextContent, ToolCall, ToolDefinition, ToolRuntime, tool
 
 from . import realistic
+from ._dsh import raw_tool
 
 
 async def _body(args: object, ctx: object) -> object:
@@ -88,14 +89,7 @@ async def _yield_body(args: object, ctx: object) -> object:
     return "ok"
 
 
-_WAITS = ToolDefinition(
-    name="waits",
-    description="waits",
-    parameters={},
-    output=Output(schema={}, render=lambda args, value: [TextContent("ok")]),
-    execute=_yield_body,
-    is_concurrency_safe=True,
-)
+_WAITS = raw_tool("waits", _yield_body)
 
 
 async def _yielding_tasks(n: int) -> None:

@@ -36,6 +36,22 @@ def _calls(name: str, count: int, prefix: str = "c") -> list[ModelToolCall]:
     return [ModelToolCall(call_id=f"{prefix}{i}", name=name, arguments="{}") for i in range(count)]
 
 
+class _Sink:
+    """Notes each start and each commit in ``events``."""
+
+    def __init__(self, events: list[str]) -> None:
+        self.events = events
+
+    def on_call(self, event: Any) -> None:
+        self.events.append(f"call {event.call.call_id}")
+
+    def on_result(self, event: Any) -> None:
+        self.events.append(f"result {event.call.call_id}")
+
+    def on_context(self, event: Any) -> None:
+        pass
+
+
 def _runtime(seen: list[tuple[str, trio.lowlevel.Task, str, str]]) -> ToolRuntime:
     runtime = ToolRuntime()
 
@@ -254,18 +270,10 @@ async def test_a_large_group_commits_as_the_workers_finish_bursts() -> None:
     runtime = _runtime(seen)
     events: list[str] = []
 
-    class Sink:
-        def on_call(self, event: Any) -> None:
-            events.append(f"call {event.call.call_id}")
-
-        def on_result(self, event: Any) -> None:
-            events.append(f"result {event.call.call_id}")
-
-        def on_context(self, event: Any) -> None:
-            pass
-
     count = 3 * BURST + 5
-    outcome = await run_tool_calls(runtime, _calls("quick", count), max_parallel=count, sink=Sink())
+    outcome = await run_tool_calls(
+        runtime, _calls("quick", count), max_parallel=count, sink=_Sink(events)
+    )
     assert [c.result.value for c in outcome.results] == ["ok"] * count
     # A burst of starts, then its results, then the next burst ...
     expected: list[str] = []
@@ -302,16 +310,6 @@ async def test_started_tasks_reach_their_first_wait_every_few_starts(
     assert runtime._registry.waits == {"slow"}
     events: list[str] = []
 
-    class Sink:
-        def on_call(self, event: Any) -> None:
-            events.append(f"call {event.call.call_id}")
-
-        def on_result(self, event: Any) -> None:
-            events.append(f"result {event.call.call_id}")
-
-        def on_context(self, event: Any) -> None:
-            pass
-
     @tool(name="slow2", is_concurrency_safe=True)
     async def slow2() -> str:
         """Note the start, then wait a second."""
@@ -329,7 +327,9 @@ async def test_started_tasks_reach_their_first_wait_every_few_starts(
     events.clear()
     count = 3 * SPAWNS + 3
     start = trio.current_time()
-    outcome = await run_tool_calls(runtime, _calls("slow2", count), max_parallel=count, sink=Sink())
+    outcome = await run_tool_calls(
+        runtime, _calls("slow2", count), max_parallel=count, sink=_Sink(events)
+    )
     assert [c.result.value for c in outcome.results] == ["slept"] * count
     assert trio.current_time() - start == pytest.approx(1.0)
     # Starts in bursts of SPAWNS, each burst's bodies (in trio's order) beginning before the
