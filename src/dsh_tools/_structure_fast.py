@@ -9,26 +9,34 @@ outside the ``Literal``) makes it return :data:`MISS`, and the caller then asks 
 converter, whose result or message stands: the plan only ever takes the converter's
 success path.
 
-A plan runs no user code of its own accord: the only code it calls is the ``__init__``
-that attrs generated for a class with no validator, converter,
-``__attrs_pre_init__``/``__attrs_post_init__``, factory default or aliased field, and only
-once every field's value matched. So a plan that gives up leaves nothing behind, and the
-converter then runs exactly as it would have. (Should a class's own ``__new__`` or
+A plan runs no user code of its own accord: the only code it calls is the class itself
+(the ``__init__`` attrs generated, for a class with no validator, converter,
+``__attrs_pre_init__``/``__attrs_post_init__``, factory default or aliased field), once,
+and only once every field's value matched. So a plan that gives up leaves nothing behind,
+and the converter then runs exactly as it would have. (Should a class's own ``__new__`` or
 ``__setattr__`` raise while it is built, the plan gives up too, and the converter, which
 calls the class the same way, reports the failure.)
+
+The plan of an attrs class is one function compiled for it, as attrs and cattrs compile
+theirs: it tests each field inline and calls the class by position where
+:func:`binds_by_position` proves that Python binds that call exactly as the converter's
+keyword call (the generated ``__init__``, cheaper to call so), and with the converter's
+keywords otherwise.
 """
 
 from __future__ import annotations
 
+import inspect
 import typing
 from collections.abc import Callable
+from types import FunctionType
 from typing import Any, Final, Literal
 
 import attrs
 
 from ._json import FrozenDict
 
-__all__ = ["MISS", "Plan", "fast_structurer"]
+__all__ = ["MISS", "Plan", "binds_by_position", "fast_structurer"]
 
 #: What a plan returns when the converter must decide.
 MISS: Final[Any] = object()
@@ -143,42 +151,149 @@ def _attrs_class(cls: type, active: tuple[type, ...]) -> Plan | None:
         plan = _plan(annotation, active)
         if plan is None:
             return None
-        # An exact scalar is tested inline, without a call (most fields are one).
-        exact = annotation if annotation in _EXACT else None
-        fields.append((field.name, exact, plan, field.default is attrs.NOTHING))
+        fields.append(_Field(field.name, annotation, plan, field.default, field.kw_only))
     return _instance(cls, tuple(fields))
 
 
-#: A field of a class: its name, its exact scalar type (or ``None``), its plan, required.
-_Field = tuple[str, type | None, Plan, bool]
+@attrs.frozen
+class _Field:
+    """A field of a class: its name, annotation, plan, default and whether keyword-only."""
+
+    name: str
+    annotation: Any
+    plan: Plan
+    default: object
+    kw_only: bool
+
+    @property
+    def required(self) -> bool:
+        return self.default is attrs.NOTHING
+
+
+def binds_by_position(cls: type) -> bool:
+    """Whether ``cls(<every field, in order>)`` is the converter's ``cls(**present)``.
+
+    It is when nothing between the call and a plain Python ``__init__`` sees how the
+    arguments were passed (the class's ``__new__`` and its metaclass's ``__call__`` are
+    ``object``'s and ``type``'s), and that ``__init__`` takes exactly the fields: each
+    one by name, positionally unless it is keyword-only, with the field's own default
+    object as its default. Python then binds ``cls(a, b)`` as it binds ``cls(a=a, b=b)``,
+    and a field passed its default object as it binds the field left out. That is the
+    ``__init__`` attrs generates; anything else takes the converter's call as it is.
+    """
+    init: Any = getattr(cls, "__init__", None)
+    new: object = cls.__new__
+    call: object = type(cls).__call__
+    if call is not type.__call__ or new is not object.__new__ or type(init) is not FunctionType:
+        return False
+    code = init.__code__
+    if code.co_flags & (inspect.CO_VARARGS | inspect.CO_VARKEYWORDS) or not (
+        code.co_argcount >= 1 and code.co_posonlyargcount <= 1  # only ``self`` by position
+    ):
+        return False
+    # attrs puts the keyword-only fields last, each group in field order.
+    ordered = sorted(attrs.fields(cls), key=lambda f: f.kw_only)
+    names = code.co_varnames[1 : code.co_argcount + code.co_kwonlyargcount]
+    positional = code.co_argcount - 1
+    if names != tuple(f.name for f in ordered):
+        return False
+    defaults = dict(zip(names[:positional][::-1], (init.__defaults__ or ())[::-1], strict=False))
+    defaults.update(init.__kwdefaults__ or {})
+    for index, field in enumerate(ordered):
+        if field.kw_only != (index >= positional):
+            return False
+        required = field.default is attrs.NOTHING
+        if not required and defaults.get(field.name, _NO_DEFAULT) is not field.default:
+            return False
+    return True
+
+
+_NO_DEFAULT: Final = object()
 
 
 def _instance(cls: type, fields: tuple[_Field, ...]) -> Plan:
-    names = frozenset(name for name, _, _, _ in fields)
-
-    def plan(value: object) -> object:
-        # Validated arguments hold FrozenDicts; anything else is the converter's.
-        if type(value) is not FrozenDict or not names.issuperset(value):
-            return MISS  # not an object, or a key the class does not have
-        kwargs: dict[str, object] = {}
-        for name, exact, field_plan, required in fields:
-            if name in value:
-                item = value[name]
-                if exact is not None:
-                    if type(item) is not exact:
-                        return MISS
-                else:
-                    item = field_plan(item)
-                    if item is MISS:
-                        return MISS
-                kwargs[name] = item
-            elif required:
-                return MISS
-        try:
-            return cls(**kwargs)
-        except Exception:
-            # Code of the class's own raised (a __new__ or __setattr__ it defines): the
-            # converter builds it again and reports the failure in its words.
-            return MISS
-
+    """The plan of an attrs class: one function compiled for the class (as attrs and cattrs
+    compile theirs), which tests each field inline and calls the class once, only when
+    every field matched."""
+    by_position = binds_by_position(cls)
+    namespace: dict[str, Any] = {
+        "_cls": cls,
+        "_MISS": MISS,
+        "_FrozenDict": FrozenDict,
+        "_names": frozenset(f.name for f in fields).issuperset,
+    }
+    every = all(f.required for f in fields)
+    # Every key present and no other: when all are required, a length and one superset
+    # test say both, and no field needs a test of its own.
+    size = f"len(value) != {len(fields)} or " if every else ""
+    lines = [
+        f"if type(value) is not _FrozenDict or {size}not _names(value):",
+        "    return _MISS  # not an object, or a key the class does not have",
+    ]
+    if not by_position:
+        lines.append("kwargs = {}")
+    arguments: list[str] = []
+    keywords: list[str] = []
+    for index, field in enumerate(fields):
+        key = repr(field.name)
+        var = f"x{index}"
+        body = [f"{var} = value[{key}]", *_check(field, var, index, namespace)]
+        if not by_position:
+            body.append(f"kwargs[{key}] = {var}")
+        if every:
+            lines.extend(body)
+        else:
+            lines.append(f"if {key} in value:")
+            lines.extend(f"    {line}" for line in body)
+            if field.required:
+                lines.extend(["else:", "    return _MISS"])
+            elif by_position:
+                namespace[f"_d{index}"] = field.default
+                lines.extend(["else:", f"    {var} = _d{index}"])
+        if field.kw_only:
+            keywords.append(f"{field.name}={var}")
+        else:
+            arguments.append(var)
+    # By position in field order, then the keyword-only ones (which attrs puts last).
+    call = f"_cls({', '.join([*arguments, *keywords])})" if by_position else "_cls(**kwargs)"
+    lines.extend(
+        [
+            "try:",
+            f"    return {call}",
+            "except Exception:",
+            "    # Code of the class's own raised (a __new__ or __setattr__ it defines): the",
+            "    # converter builds it again and reports the failure in its words.",
+            "    return _MISS",
+        ]
+    )
+    source = "def plan(value):\n" + "".join(f"    {line}\n" for line in lines)
+    name = f"<dsh_tools plan for {cls.__module__}.{cls.__qualname__}>"
+    exec(compile(source, name, "exec"), namespace)  # our own source, built above
+    plan: Plan = namespace["plan"]
     return plan
+
+
+def _check(field: _Field, var: str, index: int, namespace: dict[str, Any]) -> list[str]:
+    """Source lines that test (and, through its plan, build) the field's value in ``var``."""
+    annotation = field.annotation
+    if annotation in _EXACT:
+        namespace[f"_t{index}"] = annotation
+        return [f"if type({var}) is not _t{index}:", "    return _MISS"]
+    if typing.get_origin(annotation) is Literal:  # of strings only, or it had no plan
+        namespace[f"_l{index}"] = frozenset(typing.get_args(annotation))
+        return [f"if type({var}) is not str or {var} not in _l{index}:", "    return _MISS"]
+    if field.plan is _identity:  # Any, object: the frozen value as it is
+        return []
+    item = typing.get_args(annotation)[0] if typing.get_origin(annotation) is list else None
+    if item in _EXACT:  # list[str] and the like: each item's type, in a loop here
+        namespace[f"_t{index}"] = item
+        return [
+            f"if type({var}) is not tuple:",
+            "    return _MISS",
+            f"for item in {var}:",
+            f"    if type(item) is not _t{index}:",
+            "        return _MISS",
+            f"{var} = list({var})",
+        ]
+    namespace[f"_p{index}"] = field.plan
+    return [f"{var} = _p{index}({var})", f"if {var} is _MISS:", "    return _MISS"]
