@@ -28,15 +28,24 @@ from __future__ import annotations
 
 import inspect
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from types import FunctionType
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, Protocol
 
 import attrs
 
 from ._json import FrozenDict
 
-__all__ = ["MISS", "Plan", "binds_by_position", "fast_structurer"]
+__all__ = [
+    "MISS",
+    "Fit",
+    "Fitted",
+    "Parameter",
+    "Plan",
+    "binds_by_position",
+    "compile_fit",
+    "fast_structurer",
+]
 
 #: What a plan returns when the converter must decide.
 MISS: Final[Any] = object()
@@ -213,43 +222,55 @@ _NO_DEFAULT: Final = object()
 
 def _instance(cls: type, fields: tuple[_Field, ...]) -> Plan:
     """The plan of an attrs class: one function compiled for the class (as attrs and cattrs
-    compile theirs), which tests each field inline and calls the class once, only when
+    compile theirs). It takes every field's value out first (no key missing, none extra),
+    then tests each inline (or through its plan), and calls the class once, only when
     every field matched."""
     by_position = binds_by_position(cls)
-    namespace: dict[str, Any] = {
-        "_cls": cls,
-        "_MISS": MISS,
-        "_FrozenDict": FrozenDict,
-        "_names": frozenset(f.name for f in fields).issuperset,
-    }
-    every = all(f.required for f in fields)
-    # Every key present and no other: when all are required, a length and one superset
-    # test say both, and no field needs a test of its own.
-    size = f"len(value) != {len(fields)} or " if every else ""
-    lines = [
-        f"if type(value) is not _FrozenDict or {size}not _names(value):",
-        "    return _MISS  # not an object, or a key the class does not have",
-    ]
+    namespace: dict[str, Any] = {"_cls": cls, "_MISS": MISS, "_FrozenDict": FrozenDict}
+    required = [(i, f) for i, f in enumerate(fields) if f.required]
+    optional = [(i, f) for i, f in enumerate(fields) if not f.required]
+    lines = ["if type(value) is not _FrozenDict:", "    return _MISS"]
+    if not optional:
+        # As many keys as fields, and each field's among them: no other key either.
+        lines.extend([f"if len(value) != {len(fields)}:", "    return _MISS"])
+    if required:
+        lines.append("try:")
+        lines.extend(f"    x{i} = value[{f.name!r}]" for i, f in required)
+        lines.extend(["except KeyError:", "    return _MISS  # a required field is missing"])
+    if optional:
+        lines.append(f"present = {len(required)}")
+        for i, f in optional:
+            lines.extend(
+                [
+                    f"if {f.name!r} in value:",
+                    f"    x{i} = value[{f.name!r}]",
+                    "    present += 1",
+                    "else:",
+                    f"    x{i} = _MISS",
+                ]
+            )
+        lines.extend(["if len(value) != present:", "    return _MISS  # a key of no field"])
     if not by_position:
         lines.append("kwargs = {}")
     arguments: list[str] = []
     keywords: list[str] = []
     for index, field in enumerate(fields):
-        key = repr(field.name)
         var = f"x{index}"
-        body = [f"{var} = value[{key}]", *_check(field, var, index, namespace)]
+        body = _check(field.annotation, field.plan, var, index, namespace, "_MISS")
         if not by_position:
-            body.append(f"kwargs[{key}] = {var}")
-        if every:
+            body.append(f"kwargs[{field.name!r}] = {var}")
+        if field.required:
             lines.extend(body)
-        else:
-            lines.append(f"if {key} in value:")
+        elif by_position:
+            # Left out: its default object, which the __init__ binds as its own default.
+            namespace[f"_d{index}"] = field.default
+            lines.extend([f"if {var} is _MISS:", f"    {var} = _d{index}"])
+            if body:
+                lines.append("else:")
+                lines.extend(f"    {line}" for line in body)
+        else:  # left out: left out of the keywords too
+            lines.append(f"if {var} is not _MISS:")
             lines.extend(f"    {line}" for line in body)
-            if field.required:
-                lines.extend(["else:", "    return _MISS"])
-            elif by_position:
-                namespace[f"_d{index}"] = field.default
-                lines.extend(["else:", f"    {var} = _d{index}"])
         if field.kw_only:
             keywords.append(f"{field.name}={var}")
         else:
@@ -273,27 +294,93 @@ def _instance(cls: type, fields: tuple[_Field, ...]) -> Plan:
     return plan
 
 
-def _check(field: _Field, var: str, index: int, namespace: dict[str, Any]) -> list[str]:
-    """Source lines that test (and, through its plan, build) the field's value in ``var``."""
-    annotation = field.annotation
+def _check(
+    annotation: Any, plan: Plan, var: str, index: int, namespace: dict[str, Any], miss: str
+) -> list[str]:
+    """Source lines that test (and, through ``plan``, build) the value in ``var``, or
+    return ``miss`` when it does not match."""
     if annotation in _EXACT:
         namespace[f"_t{index}"] = annotation
-        return [f"if type({var}) is not _t{index}:", "    return _MISS"]
+        return [f"if type({var}) is not _t{index}:", f"    return {miss}"]
     if typing.get_origin(annotation) is Literal:  # of strings only, or it had no plan
         namespace[f"_l{index}"] = frozenset(typing.get_args(annotation))
-        return [f"if type({var}) is not str or {var} not in _l{index}:", "    return _MISS"]
-    if field.plan is _identity:  # Any, object: the frozen value as it is
+        return [f"if type({var}) is not str or {var} not in _l{index}:", f"    return {miss}"]
+    if plan is _identity:  # Any, object: the frozen value as it is
         return []
     item = typing.get_args(annotation)[0] if typing.get_origin(annotation) is list else None
     if item in _EXACT:  # list[str] and the like: each item's type, in a loop here
         namespace[f"_t{index}"] = item
         return [
             f"if type({var}) is not tuple:",
-            "    return _MISS",
+            f"    return {miss}",
             f"for item in {var}:",
             f"    if type(item) is not _t{index}:",
-            "        return _MISS",
+            f"        return {miss}",
             f"{var} = list({var})",
         ]
-    namespace[f"_p{index}"] = field.plan
-    return [f"{var} = _p{index}({var})", f"if {var} is _MISS:", "    return _MISS"]
+    namespace[f"_p{index}"] = plan
+    return [f"{var} = _p{index}({var})", f"if {var} is _MISS:", f"    return {miss}"]
+
+
+class Parameter(Protocol):
+    """What :func:`compile_fit` reads of a function's parameter."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def annotation(self) -> Any: ...
+    @property
+    def default(self) -> Any: ...
+    @property
+    def positional(self) -> bool: ...
+    @property
+    def is_context(self) -> bool: ...
+    @property
+    def fast(self) -> Plan | None: ...
+
+
+#: The arguments of a call, ready for ``fn(*positional, **keywords)``.
+Fitted = tuple[list[object], dict[str, object]]
+#: ``fit(arguments, ctx)``: the call's arguments when every plan matches, else ``None``.
+Fit = Callable[[object, object], Fitted | None]
+
+
+def compile_fit(label: str, parameters: Sequence[Parameter]) -> Fit:
+    """One function, compiled for a function's parameters, that fits a call's frozen
+    arguments to them through their plans, or returns ``None`` when one does not match
+    (a parameter with no plan, a required one missing): the caller validates and asks the
+    converter. The context parameter receives ``ctx``; a positional one left out its
+    default (a later one may still follow); a keyword one left out nothing (Python
+    applies its default)."""
+    namespace: dict[str, Any] = {"_MISS": MISS, "_FrozenDict": FrozenDict}
+    lines = [
+        "if type(arguments) is not _FrozenDict:",
+        "    return None",
+        "positional = []",
+        "keywords = {}",
+    ]
+    for index, parameter in enumerate(parameters):
+        key = repr(parameter.name)
+        var = f"x{index}"
+        keep = f"positional.append({var})" if parameter.positional else f"keywords[{key}] = {var}"
+        if parameter.is_context:
+            lines.extend([f"{var} = ctx", keep])
+            continue
+        plan = parameter.fast
+        check = (
+            ["return None"]
+            if plan is None
+            else _check(parameter.annotation, plan, var, index, namespace, "None")
+        )
+        lines.extend([f"if {key} in arguments:", f"    {var} = arguments[{key}]"])
+        lines.extend(f"    {line}" for line in [*check, keep])
+        if parameter.default is inspect.Parameter.empty:
+            lines.extend(["else:", "    return None  # required: the validator reports it"])
+        elif parameter.positional:
+            namespace[f"_d{index}"] = parameter.default
+            lines.extend(["else:", f"    positional.append(_d{index})"])
+    lines.append("return positional, keywords")
+    source = "def fit(arguments, ctx):\n" + "".join(f"    {line}\n" for line in lines)
+    exec(compile(source, f"<dsh_tools fit for {label}>", "exec"), namespace)  # built above
+    fit: Fit = namespace["fit"]
+    return fit
