@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import inspect
 import typing
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from types import FunctionType
 from typing import Any, Final, Literal, Protocol
 
@@ -39,7 +39,6 @@ from ._json import FrozenDict
 __all__ = [
     "MISS",
     "Fit",
-    "Fitted",
     "Parameter",
     "Plan",
     "binds_by_position",
@@ -339,47 +338,77 @@ class Parameter(Protocol):
     def fast(self) -> Plan | None: ...
 
 
-#: The arguments of a call, ready for ``fn(*positional, **keywords)``.
-Fitted = tuple[list[object], dict[str, object]]
-#: ``fit(arguments, ctx)``: the call's arguments when every plan matches, else ``None``.
-Fit = Callable[[object, object], Fitted | None]
+#: ``fit(arguments, ctx)``: ``fn(<the fitted arguments>)`` when every plan matches them,
+#: else ``None``.
+Fit = Callable[[object, object], Awaitable[object] | None]
 
 
-def compile_fit(label: str, parameters: Sequence[Parameter]) -> Fit:
-    """One function, compiled for a function's parameters, that fits a call's frozen
-    arguments to them through their plans, or returns ``None`` when one does not match
-    (a parameter with no plan, a required one missing): the caller validates and asks the
-    converter. The context parameter receives ``ctx``; a positional one left out its
-    default (a later one may still follow); a keyword one left out nothing (Python
-    applies its default)."""
-    namespace: dict[str, Any] = {"_MISS": MISS, "_FrozenDict": FrozenDict}
-    lines = [
-        "if type(arguments) is not _FrozenDict:",
-        "    return None",
-        "positional = []",
-        "keywords = {}",
+def compile_fit(label: str, parameters: Sequence[Parameter], fn: Callable[..., Any]) -> Fit:
+    """One function, compiled for ``fn``'s parameters, that fits a call's frozen arguments
+    to them through their plans and calls ``fn`` with them (an ``async def``: the call only
+    makes the coroutine), or returns ``None`` when one does not match (a parameter with no
+    plan, a required one missing): the caller then validates and asks the converter.
+
+    ``fn`` is called exactly as ``fn(*positional, **keywords)`` would be with the lists the
+    converter's path builds: the context parameter gets ``ctx``; a positional-only one its
+    value by position, or its default when left out (a later one may still follow); any
+    other its value by name, in parameter order, and nothing when left out (Python applies
+    its default).
+    """
+    namespace: dict[str, Any] = {"_MISS": MISS, "_FrozenDict": FrozenDict, "_fn": fn}
+    lines = ["if type(arguments) is not _FrozenDict:", "    return None"]
+    required = [
+        (i, p)
+        for i, p in enumerate(parameters)
+        if not p.is_context and p.default is inspect.Parameter.empty
     ]
+    if required:
+        lines.append("try:")
+        lines.extend(f"    x{i} = arguments[{p.name!r}]" for i, p in required)
+        lines.extend(["except KeyError:", "    return None  # the validator reports it"])
+    checks: list[str] = []
+    arguments: list[str] = []
+    keywords: list[str] = []
+    rest: list[str] = []  # from the first keyword that may be left out, in order
     for index, parameter in enumerate(parameters):
-        key = repr(parameter.name)
         var = f"x{index}"
-        keep = f"positional.append({var})" if parameter.positional else f"keywords[{key}] = {var}"
+        key = repr(parameter.name)
+        optional = False
         if parameter.is_context:
-            lines.extend([f"{var} = ctx", keep])
-            continue
-        plan = parameter.fast
-        check = (
-            ["return None"]
-            if plan is None
-            else _check(parameter.annotation, plan, var, index, namespace, "None")
-        )
-        lines.extend([f"if {key} in arguments:", f"    {var} = arguments[{key}]"])
-        lines.extend(f"    {line}" for line in [*check, keep])
-        if parameter.default is inspect.Parameter.empty:
-            lines.extend(["else:", "    return None  # required: the validator reports it"])
-        elif parameter.positional:
-            namespace[f"_d{index}"] = parameter.default
-            lines.extend(["else:", f"    positional.append(_d{index})"])
-    lines.append("return positional, keywords")
+            lines.append(f"{var} = ctx")
+        else:
+            plan = parameter.fast
+            check = (
+                ["return None"]
+                if plan is None
+                else _check(parameter.annotation, plan, var, index, namespace, "None")
+            )
+            if parameter.default is inspect.Parameter.empty:
+                checks.extend(check)
+            else:
+                optional = True
+                lines.append(f"{var} = arguments[{key}] if {key} in arguments else _MISS")
+                if parameter.positional:
+                    namespace[f"_d{index}"] = parameter.default
+                    checks.extend([f"if {var} is _MISS:", f"    {var} = _d{index}"])
+                    if check:
+                        checks.append("else:")
+                        checks.extend(f"    {line}" for line in check)
+                elif check:
+                    checks.append(f"if {var} is not _MISS:")
+                    checks.extend(f"    {line}" for line in check)
+        if parameter.positional:
+            arguments.append(var)
+        elif optional or rest:
+            if not rest:
+                rest.append("rest = {}")
+            store = f"rest[{key}] = {var}"
+            rest.extend([f"if {var} is not _MISS:", f"    {store}"] if optional else [store])
+        else:
+            keywords.append(f"{parameter.name}={var}")
+    if rest:
+        keywords.append("**rest")
+    lines.extend([*checks, *rest, f"return _fn({', '.join([*arguments, *keywords])})"])
     source = "def fit(arguments, ctx):\n" + "".join(f"    {line}\n" for line in lines)
     exec(compile(source, f"<dsh_tools fit for {label}>", "exec"), namespace)  # built above
     fit: Fit = namespace["fit"]

@@ -19,7 +19,7 @@ from ._definition import Output, ToolDefinition
 from ._errors import ToolArgsError, ToolOutputError, normalize_message
 from ._exception_groups import leaves
 from ._json import FrozenDict, freeze_json
-from ._structure_fast import Fitted, Plan, compile_fit, fast_structurer
+from ._structure_fast import Plan, compile_fit, fast_structurer
 from ._sync_body import async_body
 
 if TYPE_CHECKING:
@@ -394,24 +394,28 @@ def _body(
     structured with the converter, as without a ``validator``.
     """
 
-    # Compiled once per tool: the parameters' plans, tested inline in one function.
-    fit = None if validator is None else compile_fit(tool_name, params)
+    # Compiled once per tool: the parameters' plans tested inline, and ``fn`` called with
+    # what they built, in one function.
+    fit = None if validator is None else compile_fit(tool_name, params, fn)
 
     async def execute(arguments: FrozenDict, ctx: ToolRunContext) -> object:
-        fitted = None if fit is None else fit(arguments, ctx)
-        if fitted is None:
+        call = None if fit is None else fit(arguments, ctx)
+        if call is None:
             if validator is not None:
                 violations = validator.validate_frozen(arguments, "")
                 if violations:
                     raise ToolArgsError(violations)
-            fitted = _structure_all(params, arguments, ctx)
-        positional, keywords = fitted
-        result = await fn(*positional, **keywords)
+            positional, keywords = _structure_all(params, arguments, ctx)
+            call = fn(*positional, **keywords)
+        result = await call
         if type(result) in _EXACT:
             return result  # what the converter would return for it
         return _unstructure(tool_name, result)
 
     return execute
+
+
+Fitted = tuple[list[object], dict[str, object]]
 
 
 def _structure_all(
