@@ -208,6 +208,10 @@ COVERED: list[Any] = [
     Swapped,
     AllByKeyword,
     OtherDefault,
+    list[Item],
+    list[Mixed],
+    list[Swapped],
+    list[OtherDefault],
 ]
 NOT_COVERED: list[Any] = [
     Optional[int],  # noqa: UP045
@@ -364,6 +368,11 @@ def test_h003_matching_values_are_built_by_the_plan(
         (list[int], (1, "2")),
         (list[Point], ({"x": 1},)),
         (list[Point], ({"x": 1, "y": "no"},)),
+        (list[Point], ({"x": 1, "y": 2.0}, {"x": 1, "y": 2.0, "z": 3})),
+        (list[Point], ({"x": 1, "y": 2.0}, ("x", 1))),
+        (list[list[int]], ((1,), ("2",))),
+        (list[Item], ({"name": "n", "kind": "a", "tags": ()}, {"name": "n", "kind": "a"})),
+        (list[Swapped], ({"x": 1, "y": 2.0}, {"x": 1})),
         (Point, ("x", 1)),
         (Point, {"x": 1, "y": 2.0, "z": 3}),
         (Point, {"y": 2.0}),

@@ -1490,15 +1490,15 @@ async def test_h009_a_fitted_call_is_the_converters_call(data: st.DataObject) ->
 
 
 async def test_a_positional_parameter_taking_any_value_is_passed_as_it_is_or_its_default() -> None:
-    """An ``Any`` positional-only parameter needs no test: its frozen value as it is, or its
-    default when left out (the next one still follows)."""
+    """An ``Any`` parameter needs no test: its frozen value as it is; left out, a
+    positional-only one its default (the next one still follows), a keyword one nothing."""
     seen: list[object] = []
 
     @tool
-    async def f(a: Any = None, b: object = 1, /) -> None:
-        """F."""
-        seen.append((a, b))
+    async def g(a: Any = None, b: object = 1, /, c: Any = "left out") -> None:
+        """G."""
+        seen.append((a, b, c))
 
-    assert not (await execute(f, {"b": [2]})).is_error
-    assert not (await execute(f, {"a": {"x": 1}})).is_error
-    assert seen == [(None, (2,)), (freeze_json({"x": 1}), 1)]
+    assert not (await execute(g, {"b": [2]})).is_error
+    assert not (await execute(g, {"a": {"x": 1}, "c": 3})).is_error
+    assert seen == [(None, (2,), "left out"), (freeze_json({"x": 1}), 1, 3)]

@@ -76,6 +76,8 @@ def _plan(tp: Any, active: tuple[type, ...]) -> Plan | None:
             return _literal(frozenset(args))
         return None
     if origin is list and len(args) == 1:
+        if isinstance(args[0], type) and attrs.has(args[0]):
+            return _attrs_class(args[0], active, many=True)  # the class's plan, in a loop
         item = _plan(args[0], active)
         return None if item is None else _list(args[0], item)
     if isinstance(tp, type) and attrs.has(tp):
@@ -129,7 +131,7 @@ def _list(item_type: Any, item: Plan) -> Plan:
     return plan
 
 
-def _attrs_class(cls: type, active: tuple[type, ...]) -> Plan | None:
+def _attrs_class(cls: type, active: tuple[type, ...], *, many: bool = False) -> Plan | None:
     if (
         cls in active
         or cls.__module__.startswith(_OWN_PREFIX)
@@ -160,7 +162,7 @@ def _attrs_class(cls: type, active: tuple[type, ...]) -> Plan | None:
         if plan is None:
             return None
         fields.append(_Field(field.name, annotation, plan, field.default, field.kw_only))
-    return _instance(cls, tuple(fields))
+    return _instance(cls, tuple(fields), many=many)
 
 
 @attrs.frozen
@@ -219,11 +221,12 @@ def binds_by_position(cls: type) -> bool:
 _NO_DEFAULT: Final = object()
 
 
-def _instance(cls: type, fields: tuple[_Field, ...]) -> Plan:
+def _instance(cls: type, fields: tuple[_Field, ...], *, many: bool) -> Plan:
     """The plan of an attrs class: one function compiled for the class (as attrs and cattrs
     compile theirs). It takes every field's value out first (no key missing, none extra),
     then tests each inline (or through its plan), and calls the class once, only when
-    every field matched."""
+    every field matched. With ``many``, the plan of a ``list`` of the class: the same
+    steps in a loop over the items, with no call per item."""
     by_position = binds_by_position(cls)
     namespace: dict[str, Any] = {"_cls": cls, "_MISS": MISS, "_FrozenDict": FrozenDict}
     required = [(i, f) for i, f in enumerate(fields) if f.required]
@@ -279,15 +282,22 @@ def _instance(cls: type, fields: tuple[_Field, ...]) -> Plan:
     lines.extend(
         [
             "try:",
-            f"    return {call}",
+            f"    append({call})" if many else f"    return {call}",
             "except Exception:",
             "    # Code of the class's own raised (a __new__ or __setattr__ it defines): the",
             "    # converter builds it again and reports the failure in its words.",
             "    return _MISS",
         ]
     )
-    source = "def plan(value):\n" + "".join(f"    {line}\n" for line in lines)
-    name = f"<dsh_tools plan for {cls.__module__}.{cls.__qualname__}>"
+    name = f"{cls.__module__}.{cls.__qualname__}"
+    if many:
+        head = ["if type(items) is not tuple:", "    return _MISS", "out = []"]
+        loop = ["append = out.append", "for value in items:", *(f"    {x}" for x in lines)]
+        lines = [*head, *loop, "return out"]
+        name = f"list[{name}]"
+    source = f"def plan({'items' if many else 'value'}):\n"
+    source += "".join(f"    {line}\n" for line in lines)
+    name = f"<dsh_tools plan for {name}>"
     exec(compile(source, name, "exec"), namespace)  # our own source, built above
     plan: Plan = namespace["plan"]
     return plan
