@@ -21,7 +21,9 @@ The plan of an attrs class is one function compiled for it, as attrs and cattrs 
 theirs: it tests each field inline and calls the class by position where
 :func:`binds_by_position` proves that Python binds that call exactly as the converter's
 keyword call (the generated ``__init__``, cheaper to call so), and with the converter's
-keywords otherwise.
+keywords otherwise; a ``list`` of such a class is the same function in a loop. For a whole
+``@tool``, :func:`compile_fit` compiles one function that takes a call's arguments through
+every parameter's plan and calls the body with what they built.
 """
 
 from __future__ import annotations
