@@ -377,6 +377,12 @@ def test_h003_matching_values_are_built_by_the_plan(
         (Point, {"x": 1, "y": 2.0, "z": 3}),
         (Point, {"y": 2.0}),
         (Item, {"name": "n", "kind": "c", "tags": ()}),
+        (Item, {"name": "n", "kind": "a", "tags": ("t", 1)}),
+        (Item, {"name": "n", "kind": "a", "tags": (None,)}),
+        (Item, {"name": "n", "kind": "a", "tags": (True, "t")}),
+        (Item, {"name": "n", "kind": "a", "tags": (("t",),)}),
+        (Item, {"name": "n", "kind": "a", "tags": ({"t": "u"},)}),
+        (Item, {"name": "n", "kind": "a", "tags": "t"}),
     ],
 )
 def test_values_that_do_not_match_are_left_to_the_converter(annotation: Any, value: object) -> None:
