@@ -99,6 +99,17 @@ def test_objects_and_arrays_at_every_level_are_frozen() -> None:
     assert hash(value) == hash(_general(text))
 
 
+@pytest.mark.parametrize(
+    "text",
+    ['"a\\nb"', '{"\\u00e9": "\\\\"}', '["\\"\\u0041\\ud7ff"]', '{"a": "\\/"}'],
+)
+def test_escapes_that_are_not_of_a_surrogate_are_taken(text: str) -> None:
+    """A backslash alone does not send a text to the general path: only what may be an
+    escape of a surrogate does."""
+    assert "\\" in text
+    assert _same_as_general_or_refused(text)
+
+
 def test_non_ascii_text_is_taken_when_it_is_lossless() -> None:
     assert parse_frozen_json_text('{"\u00e9": "\u00fc"}') == {"\u00e9": "\u00fc"}
 

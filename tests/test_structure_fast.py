@@ -20,7 +20,7 @@ from dsh_tools import UserMessage, freeze_json
 from dsh_tools._annotations import schema_for
 from dsh_tools._convert import converter
 from dsh_tools._schema_validate import validate_json_value
-from dsh_tools._structure_fast import MISS, fast_structurer
+from dsh_tools._structure_fast import MISS, binds_by_position, fast_structurer
 from tests.strategies import frozen_json_values, near_values, valid_values
 
 T = TypeVar("T")
@@ -116,6 +116,75 @@ class Unresolvable:
     x: NotDefinedAnywhere  # type: ignore[name-defined]  # noqa: F821
 
 
+@attrs.frozen(kw_only=True)
+class KeywordOnly:
+    a: int
+    b: str = "x"
+
+
+@attrs.frozen
+class Mixed:
+    k: str = attrs.field(kw_only=True)  # before the others, yet keyword-only: last in __init__
+    a: int
+    b: bool = False
+
+
+class _Meta(type):
+    def __call__(cls, *args: Any, **kwargs: Any) -> Any:
+        return super().__call__(*args, **kwargs)
+
+
+@attrs.frozen
+class WithMetaclassCall(metaclass=_Meta):
+    x: int
+    y: bool = True
+
+
+@attrs.frozen
+class WithNew:
+    x: int
+    y: bool = True
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> WithNew:
+        return super().__new__(cls)
+
+
+class InitNotAFunction(Point):
+    __init__ = object.__init__
+
+
+class InitTakingAnything(Point):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+
+
+class InitByPosition(Point):
+    def __init__(self, x: int, y: float, /) -> None:
+        super().__init__(x, y)
+
+
+class InitWithoutSelf(Point):
+    def __init__(*, x: int, y: float) -> None:  # type: ignore[misc]
+        pass
+
+
+class Swapped(Point):
+    def __init__(self, y: float, x: int) -> None:
+        super().__init__(x, y)
+
+
+class AllByKeyword(Point):
+    def __init__(self, *, x: int, y: float) -> None:
+        super().__init__(x, y)
+
+
+class OtherDefault(Item):
+    def __init__(
+        self, name: str, kind: Literal["a", "b"], tags: list[str], flag: bool = True
+    ) -> None:
+        super().__init__(name, kind, tags, flag)
+
+
 COVERED: list[Any] = [
     str,
     int,
@@ -131,6 +200,18 @@ COVERED: list[Any] = [
     Point,
     Item,
     Nested,
+    KeywordOnly,
+    Mixed,
+    WithMetaclassCall,
+    WithNew,
+    InitTakingAnything,
+    Swapped,
+    AllByKeyword,
+    OtherDefault,
+    list[Item],
+    list[Mixed],
+    list[Swapped],
+    list[OtherDefault],
 ]
 NOT_COVERED: list[Any] = [
     Optional[int],  # noqa: UP045
@@ -287,10 +368,21 @@ def test_h003_matching_values_are_built_by_the_plan(
         (list[int], (1, "2")),
         (list[Point], ({"x": 1},)),
         (list[Point], ({"x": 1, "y": "no"},)),
+        (list[Point], ({"x": 1, "y": 2.0}, {"x": 1, "y": 2.0, "z": 3})),
+        (list[Point], ({"x": 1, "y": 2.0}, ("x", 1))),
+        (list[list[int]], ((1,), ("2",))),
+        (list[Item], ({"name": "n", "kind": "a", "tags": ()}, {"name": "n", "kind": "a"})),
+        (list[Swapped], ({"x": 1, "y": 2.0}, {"x": 1})),
         (Point, ("x", 1)),
         (Point, {"x": 1, "y": 2.0, "z": 3}),
         (Point, {"y": 2.0}),
         (Item, {"name": "n", "kind": "c", "tags": ()}),
+        (Item, {"name": "n", "kind": "a", "tags": ("t", 1)}),
+        (Item, {"name": "n", "kind": "a", "tags": (None,)}),
+        (Item, {"name": "n", "kind": "a", "tags": (True, "t")}),
+        (Item, {"name": "n", "kind": "a", "tags": (("t",),)}),
+        (Item, {"name": "n", "kind": "a", "tags": ({"t": "u"},)}),
+        (Item, {"name": "n", "kind": "a", "tags": "t"}),
     ],
 )
 def test_values_that_do_not_match_are_left_to_the_converter(annotation: Any, value: object) -> None:
@@ -334,3 +426,75 @@ def test_h050_a_class_whose_own_code_raises_is_left_to_the_converter() -> None:
     assert plan(freeze_json({"x": 13})) is MISS
     with pytest.raises(Exception, match="Picky"):
         converter.structure(freeze_json({"x": 13}), Picky)
+
+
+@pytest.mark.parametrize(
+    ("cls", "expected"),
+    [
+        (Point, True),
+        (Item, True),
+        (Nested, True),
+        (KeywordOnly, True),
+        (Mixed, True),
+        (Picky, True),
+        (WithMetaclassCall, False),
+        (WithNew, False),
+        (InitNotAFunction, False),
+        (InitTakingAnything, False),
+        (InitByPosition, False),
+        (InitWithoutSelf, False),
+        (Swapped, False),
+        (AllByKeyword, False),
+        (OtherDefault, False),
+    ],
+    ids=lambda x: getattr(x, "__name__", repr(x)),
+)
+def test_a_class_is_called_by_position_only_where_python_binds_it_the_same(
+    cls: type, expected: bool
+) -> None:
+    """H-009: the plan calls a class by position (every field, a missing one as its default
+    object) only when its ``__init__`` binds that exactly as the converter's keyword call;
+    any other class is called with the converter's keywords. Both build what it builds
+    (the oracles above, over every class here that has a plan)."""
+    assert binds_by_position(cls) is expected
+
+
+@pytest.mark.parametrize(
+    ("annotation", "value", "expected"),
+    [
+        (KeywordOnly, {"a": 1}, KeywordOnly(a=1)),
+        (KeywordOnly, {"a": 1, "b": "y"}, KeywordOnly(a=1, b="y")),
+        (Mixed, {"k": "k", "a": 2}, Mixed(2, k="k")),
+        (Mixed, {"k": "k", "a": 2, "b": True}, Mixed(2, True, k="k")),
+        (WithMetaclassCall, {"x": 1}, WithMetaclassCall(1)),
+        (WithNew, {"x": 1, "y": False}, WithNew(1, False)),
+        (Swapped, {"x": 1, "y": 2.0}, Swapped(2.0, 1)),
+        (AllByKeyword, {"x": 1, "y": 2.0}, AllByKeyword(x=1, y=2.0)),
+        (OtherDefault, {"name": "n", "kind": "a", "tags": ()}, OtherDefault("n", "a", [])),
+    ],
+)
+def test_h009_every_way_of_calling_a_class_builds_the_converters_object(
+    annotation: Any, value: object, expected: object
+) -> None:
+    """H-009: by position (keyword-only fields by name, absent ones as their defaults) or
+    with the converter's keywords (an ``__init__`` of its own, a default of its own, which
+    applies when the field is left out), the plan builds the converter's object."""
+    plan = fast_structurer(annotation)
+    assert plan is not None
+    built = plan(freeze_json(value))
+    assert _same(built, expected)
+    assert _same(built, converter.structure(freeze_json(value), annotation))
+    if annotation is OtherDefault:
+        assert built.flag is True  # type: ignore[attr-defined]  # __init__'s own default
+
+
+@pytest.mark.parametrize("cls", [InitNotAFunction, InitByPosition, InitWithoutSelf])
+def test_a_class_the_converter_cannot_call_is_left_to_it(cls: type) -> None:
+    """The converter calls these with keywords, which they refuse: the plan does the same
+    and gives up, and the converter reports the failure."""
+    plan = fast_structurer(cls)
+    assert plan is not None
+    value = freeze_json({"x": 1, "y": 2.0})
+    assert plan(value) is MISS
+    with pytest.raises(Exception):  # noqa: B017, PT011 - the converter's own wording
+        converter.structure(value, cls)

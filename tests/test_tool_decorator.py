@@ -37,7 +37,7 @@ from dsh_tools import (
     tool,
 )
 from tests.helpers import error_text, mode, run
-from tests.strategies import valid_values
+from tests.strategies import near_values, valid_values
 
 if typing.TYPE_CHECKING:
     from collections.abc import Iterator
@@ -1287,7 +1287,10 @@ _NEAR_ARGUMENTS = st.fixed_dictionaries(
     optional={
         "tags": st.one_of(st.lists(_TAG, max_size=3), st.integers()),
         "count": st.one_of(st.integers(), st.just(2.0), st.booleans()),
-        "ratio": st.one_of(st.floats(-10, 10), st.integers(-3, 3)),
+        # -0.0 is not lossless JSON: the boundary refuses it before any body (test_json).
+        "ratio": st.one_of(
+            st.floats(-10, 10).filter(lambda x: str(x) != "-0.0"), st.integers(-3, 3)
+        ),
         "label": st.one_of(st.text(max_size=3), st.none()),
         "maybe": st.one_of(st.integers(), st.none(), st.text(max_size=1)),
         "flags": st.lists(st.booleans(), max_size=2),
@@ -1368,3 +1371,134 @@ async def test_h050_a_class_that_raises_while_built_fails_as_before() -> None:
     assert result.is_error
     assert result.error is not None
     assert result.error.message.startswith('invalid arguments: "p" could not be structured: ')
+
+
+async def test_h009_a_valid_value_no_plan_takes_goes_to_the_converter_with_the_context() -> None:
+    """H-009: ``2.0`` is a valid ``integer`` that no plan takes (the converter makes it
+    ``2``): the call is validated, then structured by the converter, the context parameter
+    filled too; awaiting the definition's own ``execute`` does the same."""
+    seen: list[object] = []
+
+    @tool
+    async def f(n: int, ctx: ToolRunContext, /, *, tags: list[str] = []) -> None:  # noqa: B006
+        """F."""
+        seen.append((n, type(n), type(ctx).__name__, tags))
+
+    assert not (await execute(f, {"n": 2.0})).is_error
+    holder: list[ToolRunContext] = []
+
+    @tool
+    async def grab(ctx: ToolRunContext) -> None:
+        """Take a context."""
+        holder.append(ctx)
+
+    await execute(grab, {})
+    await f.execute(freeze_json({"n": 3, "tags": ["t"]}), holder[0])
+    assert seen == [(2, int, "ToolRunContext", []), (3, int, "ToolRunContext", ["t"])]
+
+
+_KINDS = (
+    inspect.Parameter.POSITIONAL_ONLY,
+    inspect.Parameter.POSITIONAL_OR_KEYWORD,
+    inspect.Parameter.KEYWORD_ONLY,
+)
+
+
+@st.composite
+def call_signatures(draw: st.DrawFn) -> list[inspect.Parameter]:
+    """Any valid mix of parameter kinds, defaults and (perhaps) a context parameter."""
+    specs = draw(
+        st.lists(
+            st.tuples(
+                _FIELD_NAMES,
+                st.one_of(annotation_types(structurable=True), st.just(ToolRunContext)),
+                st.booleans(),
+                st.sampled_from(_KINDS),
+            ),
+            max_size=5,
+            unique_by=lambda p: p[0],
+        ).filter(lambda ps: sum(p[1] is ToolRunContext for p in ps) <= 1)
+    )
+    specs.sort(key=lambda p: p[3])  # Python's order of kinds
+    parameters = []
+    after_default = False
+    for name, annotation, has_default, kind in specs:
+        if kind is not inspect.Parameter.KEYWORD_ONLY:
+            has_default = has_default or after_default  # none without one after one with
+            after_default = has_default
+        default = None if has_default else inspect.Parameter.empty
+        parameters.append(inspect.Parameter(name, kind, default=default, annotation=annotation))
+    return parameters
+
+
+def _call_recording_tool(
+    parameters: list[inspect.Parameter], calls: list[tuple[object, object]]
+) -> ToolDefinition:
+    async def generated(*args: Any, **kwargs: Any) -> None:
+        """Record how the body is called."""
+        calls.append((args, list(kwargs.items())))
+
+    generated.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
+    generated.__annotations__ = {p.name: p.annotation for p in parameters}
+    generated.__annotations__["return"] = type(None)
+    return tool(generated)
+
+
+def _shape(call: tuple[object, object]) -> object:
+    """A recorded call with every part typed, and the (per-call) context as ``"ctx"``."""
+
+    def typed(value: object) -> object:
+        return "ctx" if isinstance(value, ToolRunContext) else _typed(value)
+
+    args, kwargs = call
+    assert isinstance(args, tuple)
+    assert isinstance(kwargs, list)
+    return ([typed(a) for a in args], [(k, typed(v)) for k, v in kwargs])
+
+
+@given(data=st.data())
+async def test_h009_a_fitted_call_is_the_converters_call(data: st.DataObject) -> None:
+    """H-009: for any signature (positional-only, positional-or-keyword, keyword-only
+    parameters, defaults, a context parameter), a call whose plans all match calls the body
+    exactly as the converter's path does: the same values, of the same types, by position
+    or by name alike, keywords in the same order, the same ones left out."""
+    parameters = data.draw(call_signatures(), label="signature")
+    fast: list[tuple[object, object]] = []
+    slow: list[tuple[object, object]] = []
+    defn = _call_recording_tool(parameters, fast)
+    reference = _call_recording_tool(parameters, slow)
+    schema = params(defn)
+    arguments = data.draw(st.one_of(valid_values(schema), near_values(schema)), label="args")
+    result = await execute(defn, arguments)
+    holder: list[ToolRunContext] = []
+
+    @tool
+    async def grab(ctx: ToolRunContext) -> None:
+        """Take a context."""
+        holder.append(ctx)
+
+    await execute(grab, {})
+    if result.is_error:
+        assert fast == []
+        with pytest.raises(ToolArgsError) as raised:
+            await reference.execute(freeze_json(arguments), holder[0])
+        assert result.error is not None
+        assert result.error.message == str(raised.value)
+    else:
+        await reference.execute(freeze_json(arguments), holder[0])
+        assert [_shape(c) for c in fast] == [_shape(c) for c in slow]
+
+
+async def test_a_positional_parameter_taking_any_value_is_passed_as_it_is_or_its_default() -> None:
+    """An ``Any`` parameter needs no test: its frozen value as it is; left out, a
+    positional-only one its default (the next one still follows), a keyword one nothing."""
+    seen: list[object] = []
+
+    @tool
+    async def g(a: Any = None, b: object = 1, /, c: Any = "left out") -> None:
+        """G."""
+        seen.append((a, b, c))
+
+    assert not (await execute(g, {"b": [2]})).is_error
+    assert not (await execute(g, {"a": {"x": 1}, "c": 3})).is_error
+    assert seen == [(None, (2,), "left out"), (freeze_json({"x": 1}), 1, 3)]

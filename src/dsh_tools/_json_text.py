@@ -162,7 +162,9 @@ def parse_frozen_json_text(text: str) -> JsonValue:
     """
     if not text.isascii() and not is_lossless_str(text):
         raise _GENERAL
-    if _SURROGATE_ESCAPE.search(text) is not None:
+    # A text without a backslash holds no escape: looking for one character (memchr) costs
+    # a tenth of the regex's scan of a 2 KB text.
+    if "\\" in text and _SURROGATE_ESCAPE.search(text) is not None:
         raise _GENERAL
     try:
         value, end = _FROZEN_SCAN_ONCE(text, 0)

@@ -19,7 +19,7 @@ from ._definition import Output, ToolDefinition
 from ._errors import ToolArgsError, ToolOutputError, normalize_message
 from ._exception_groups import leaves
 from ._json import FrozenDict, freeze_json
-from ._structure_fast import MISS, Plan, fast_structurer
+from ._structure_fast import Plan, compile_fit, fast_structurer
 from ._sync_body import async_body
 
 if TYPE_CHECKING:
@@ -394,16 +394,20 @@ def _body(
     structured with the converter, as without a ``validator``.
     """
 
+    # Compiled once per tool: the parameters' plans tested inline, and ``fn`` called with
+    # what they built, in one function.
+    fit = None if validator is None else compile_fit(tool_name, params, fn)
+
     async def execute(arguments: FrozenDict, ctx: ToolRunContext) -> object:
-        fitted = None if validator is None else _fit(params, arguments, ctx)
-        if fitted is None:
+        call = None if fit is None else fit(arguments, ctx)
+        if call is None:
             if validator is not None:
                 violations = validator.validate_frozen(arguments, "")
                 if violations:
                     raise ToolArgsError(violations)
-            fitted = _structure_all(params, arguments, ctx)
-        positional, keywords = fitted
-        result = await fn(*positional, **keywords)
+            positional, keywords = _structure_all(params, arguments, ctx)
+            call = fn(*positional, **keywords)
+        result = await call
         if type(result) in _EXACT:
             return result  # what the converter would return for it
         return _unstructure(tool_name, result)
@@ -412,36 +416,6 @@ def _body(
 
 
 Fitted = tuple[list[object], dict[str, object]]
-
-
-def _fit(params: tuple[_Param, ...], arguments: object, ctx: ToolRunContext) -> Fitted | None:
-    """The call's arguments when every parameter's plan matches them, else ``None``."""
-    if type(arguments) is not FrozenDict:
-        return None
-    positional: list[object] = []
-    keywords: dict[str, object] = {}
-    for param in params:
-        value: object
-        if param.is_context:
-            value = ctx
-        elif param.name in arguments:
-            value = arguments[param.name]
-            if type(value) is not param.exact:
-                fast = param.fast
-                value = MISS if fast is None else fast(value)
-                if value is MISS:
-                    return None
-        elif param.default is inspect.Parameter.empty:
-            return None  # required: the validator reports it
-        elif param.positional:
-            value = param.default  # a later positional argument may still follow
-        else:
-            continue  # Python applies the default
-        if param.positional:
-            positional.append(value)
-        else:
-            keywords[param.name] = value
-    return positional, keywords
 
 
 def _structure_all(
