@@ -15,6 +15,11 @@ one. Its tool's name is remembered in the runtime (:attr:`Registry.waits`) and l
 calls of it get a task of their own from the start, as before. The memory is only a
 hint: a remembered name costs a task per call, an unremembered one that waits costs one
 worker; nothing else depends on it.
+
+The tasks of a group's calls are started through :meth:`Workers.spawn`, which counts the
+ones that have not taken their first step: once :data:`SPAWNS` of them have not, the driver
+waits until they have before starting more, so bodies begin waiting while later calls are
+still being prepared (decision 113).
 """
 
 from __future__ import annotations
