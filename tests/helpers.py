@@ -14,6 +14,8 @@ import sys
 from collections.abc import Awaitable, Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
+import attrs
+
 from dsh_tools import (
     ExecutionMode,
     FrozenDict,
@@ -238,3 +240,16 @@ def assert_help_lists_each_command_on_one_line(parser: argparse.ArgumentParser) 
         assert row[4 + len(name) :].strip(), f"{name} has no help: {row!r}"
         following = lines[rows[0] + 1] if rows[0] + 1 < len(lines) else ""
         assert not following.startswith(" " * 5), f"{name}'s help wraps: {row!r} {following!r}"
+
+
+@attrs.define
+class Picky:
+    """An attrs class whose own ``__setattr__`` refuses 13: code of the class's own that
+    raises while it is built (the converter reports it; a fast path must give up)."""
+
+    x: int
+
+    def __setattr__(self, name: str, value: object) -> None:
+        if value == 13:
+            raise ValueError("no 13")
+        object.__setattr__(self, name, value)

@@ -65,13 +65,20 @@ def _calls(draw: st.DrawFn) -> ModelToolCall:
     return ModelToolCall(call_id=draw(_TEXTS), name=draw(_TEXTS), arguments=arguments)
 
 
+_SEQS = st.integers(min_value=1, max_value=2**40)
+#: What every line has: its sequence number and time, and the call's place and call.
+_LINE: dict[str, st.SearchStrategy[Any]] = {
+    "seq": _SEQS,
+    "time": _NUMBERS,
+    "batch": _NUMBERS,
+    "index": _NUMBERS,
+    "call": _calls(),
+}
+
+
 @settings(max_examples=150, deadline=None)
 @given(
-    seq=st.integers(min_value=1, max_value=2**40),
-    time=_NUMBERS,
-    batch=_NUMBERS,
-    index=_NUMBERS,
-    call=_calls(),
+    **_LINE,
     mode=_MODES,
     synthetic=st.booleans(),
 )
@@ -117,12 +124,8 @@ _RESULTS = st.one_of(
 
 @settings(max_examples=150, deadline=None)
 @given(
-    seq=st.integers(min_value=1, max_value=2**40),
-    source=st.integers(min_value=1, max_value=2**40),
-    time=_NUMBERS,
-    batch=_NUMBERS,
-    index=_NUMBERS,
-    call=_calls(),
+    **_LINE,
+    source=_SEQS,
     result=_RESULTS,
     synthetic=st.booleans(),
 )
@@ -153,12 +156,8 @@ def test_s031_a_result_line_is_what_json_writes(
 
 @settings(max_examples=100, deadline=None)
 @given(
-    seq=st.integers(min_value=1, max_value=2**40),
-    source=st.integers(min_value=1, max_value=2**40),
-    time=_NUMBERS,
-    batch=_NUMBERS,
-    index=_NUMBERS,
-    call=_calls(),
+    **_LINE,
+    source=_SEQS,
     message=user_messages(),
 )
 def test_s031_a_context_line_is_what_json_writes(

@@ -21,6 +21,7 @@ from dsh_tools._annotations import schema_for
 from dsh_tools._convert import converter
 from dsh_tools._schema_validate import validate_json_value
 from dsh_tools._structure_fast import MISS, binds_by_position, fast_structurer
+from tests.helpers import Picky
 from tests.strategies import frozen_json_values, near_values, valid_values
 
 T = TypeVar("T")
@@ -405,16 +406,6 @@ def test_a_plain_dict_is_left_to_the_converter() -> None:
     plan = fast_structurer(Point)
     assert plan is not None
     assert plan({"x": 1, "y": 2.0}) is MISS
-
-
-@attrs.define
-class Picky:
-    x: int
-
-    def __setattr__(self, name: str, value: object) -> None:
-        if value == 13:
-            raise ValueError("no 13")
-        object.__setattr__(self, name, value)
 
 
 def test_h050_a_class_whose_own_code_raises_is_left_to_the_converter() -> None:

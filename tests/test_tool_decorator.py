@@ -36,7 +36,7 @@ from dsh_tools import (
     thaw_json,
     tool,
 )
-from tests.helpers import error_text, mode, run
+from tests.helpers import Picky, error_text, mode, run
 from tests.strategies import near_values, valid_values
 
 if typing.TYPE_CHECKING:
@@ -1300,6 +1300,19 @@ _NEAR_ARGUMENTS = st.fixed_dictionaries(
 )
 
 
+async def _a_run_context() -> ToolRunContext:
+    """A real ``ToolRunContext``, taken from a call, to await a definition's ``execute``."""
+    taken: list[ToolRunContext] = []
+
+    @tool
+    async def grab(ctx: ToolRunContext) -> None:
+        """Take a context."""
+        taken.append(ctx)
+
+    await execute(grab, {})
+    return taken[0]
+
+
 @given(arguments=st.one_of(_NEAR_ARGUMENTS, st.lists(st.integers(), max_size=2), st.text()))
 async def test_h009_plans_give_the_body_what_validation_and_the_converter_give(
     arguments: object,
@@ -1312,24 +1325,15 @@ async def test_h009_plans_give_the_body_what_validation_and_the_converter_give(
     result = await execute(_recording_tool(fast), arguments)
     reference = _recording_tool(slow)
     frozen = freeze_json(arguments)
-    runtime = ToolRuntime()
-    runtime.register(reference)
-    ctx_holder: list[ToolRunContext] = []
-
-    @tool
-    async def grab(ctx: ToolRunContext) -> None:
-        """Take a context."""
-        ctx_holder.append(ctx)
-
-    await execute(grab, {})
+    ctx = await _a_run_context()
     if result.is_error:
         with pytest.raises(ToolArgsError) as raised:
-            await reference.execute(frozen, ctx_holder[0])
+            await reference.execute(frozen, ctx)
         assert result.error is not None
         assert result.error.message == str(raised.value)
         assert fast == []
     else:
-        await reference.execute(frozen, ctx_holder[0])
+        await reference.execute(frozen, ctx)
         assert [_typed(list(x)) for x in fast] == [_typed(list(x)) for x in slow]
 
 
@@ -1345,16 +1349,6 @@ async def test_a_positional_parameter_with_a_default_is_filled_by_a_plan() -> No
 
     assert not (await execute(f, {"b": [2]})).is_error
     assert seen == [(1, [2])]
-
-
-@attrs.define
-class Picky:
-    x: int
-
-    def __setattr__(self, name: str, value: object) -> None:
-        if value == 13:
-            raise ValueError("no 13")
-        object.__setattr__(self, name, value)
 
 
 async def test_h050_a_class_that_raises_while_built_fails_as_before() -> None:
@@ -1385,15 +1379,8 @@ async def test_h009_a_valid_value_no_plan_takes_goes_to_the_converter_with_the_c
         seen.append((n, type(n), type(ctx).__name__, tags))
 
     assert not (await execute(f, {"n": 2.0})).is_error
-    holder: list[ToolRunContext] = []
-
-    @tool
-    async def grab(ctx: ToolRunContext) -> None:
-        """Take a context."""
-        holder.append(ctx)
-
-    await execute(grab, {})
-    await f.execute(freeze_json({"n": 3, "tags": ["t"]}), holder[0])
+    ctx = await _a_run_context()
+    await f.execute(freeze_json({"n": 3, "tags": ["t"]}), ctx)
     assert seen == [(2, int, "ToolRunContext", []), (3, int, "ToolRunContext", ["t"])]
 
 
@@ -1470,22 +1457,15 @@ async def test_h009_a_fitted_call_is_the_converters_call(data: st.DataObject) ->
     schema = params(defn)
     arguments = data.draw(st.one_of(valid_values(schema), near_values(schema)), label="args")
     result = await execute(defn, arguments)
-    holder: list[ToolRunContext] = []
-
-    @tool
-    async def grab(ctx: ToolRunContext) -> None:
-        """Take a context."""
-        holder.append(ctx)
-
-    await execute(grab, {})
+    ctx = await _a_run_context()
     if result.is_error:
         assert fast == []
         with pytest.raises(ToolArgsError) as raised:
-            await reference.execute(freeze_json(arguments), holder[0])
+            await reference.execute(freeze_json(arguments), ctx)
         assert result.error is not None
         assert result.error.message == str(raised.value)
     else:
-        await reference.execute(freeze_json(arguments), holder[0])
+        await reference.execute(freeze_json(arguments), ctx)
         assert [_shape(c) for c in fast] == [_shape(c) for c in slow]
 
 
