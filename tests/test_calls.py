@@ -42,6 +42,28 @@ def test_tool_call_validators_name_the_field(field: str, value: object, message:
     assert str(info.value) == message
 
 
+def test_an_unchecked_tool_call_is_the_checked_one() -> None:
+    # lowlevel.unchecked_tool_call is ToolCall() minus the checks, field for field.
+    runtime = ToolRuntime()
+    scope = runtime.open_scope()
+    abort = Abort()
+    arguments = {"a": 1}
+    fields: dict[str, Any] = {
+        "call_id": "c1",
+        "name": "echo",
+        "arguments": arguments,
+        "scope": scope,
+        "abort": abort,
+        "root_call_id": "root",
+        "parent": None,
+    }
+    unchecked = lowlevel.unchecked_tool_call(**fields)
+    assert type(unchecked) is ToolCall
+    assert unchecked == ToolCall(**fields)
+    assert unchecked.arguments is arguments
+    assert unchecked.abort is abort
+
+
 def test_tool_call_defaults() -> None:
     first = ToolCall(call_id="c1", name="echo")
     second = ToolCall(call_id="c1", name="echo")

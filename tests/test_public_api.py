@@ -52,8 +52,7 @@ def test_submodules_export_exactly_their_names() -> None:
         ["create", "prepare", "dispatch", "dispatch_in_abort_scope", "finalize", "finish",
          "Lane", "LaneClient", "LaneStatistics", "is_cancellation", "exception_leaves",
          "is_async_callable", "parse_json_text", "parse_frozen_json_text", "split_cancelled",
-         "finished_result",
-             "cancelled_result",
+         "finished_result", "cancelled_result", "unchecked_tool_call",
          "ReadyToDispatch", "NeedsFinalize", "NeedsFinish"]
     )  # fmt: skip
     assert dsh_tools.policies.__all__ == ["install_timeout_policy"]

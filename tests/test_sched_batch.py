@@ -173,6 +173,18 @@ async def test_s043_invalid_options_raise_before_any_event(
     assert sink.events == []
 
 
+async def test_an_abort_of_a_subclass_is_refused_before_any_event() -> None:
+    # Exact types, as ToolCall requires: the driver builds every call's ToolCall from the
+    # batch's options without checking them again, so a subclass fails here, named.
+    class MyAbort(Abort):  # type: ignore[misc]
+        pass
+
+    sink = RecordingSink()
+    with pytest.raises(TypeError, match=exactly("abort must be an Abort or None")):
+        await run_tool_calls(simple_runtime(), calls("r:c1"), sink=sink, abort=MyAbort())
+    assert sink.events == []
+
+
 def test_validation_order_is_the_spec_order() -> None:
     # max_parallel is checked before the calls, the calls before the scope, and so on.
     with pytest.raises(TypeError, match="max_parallel"):

@@ -47,12 +47,14 @@ def validate(
     for item in materialized:
         if not isinstance(item, ModelToolCall):
             raise TypeError(f"calls must contain ModelToolCall objects, got {type(item).__name__}")
+    # Exact types, as ToolCall checks them: the driver builds each call's ToolCall from these
+    # without checking them again.
     if scope is not None:
-        if not isinstance(scope, Scope):
+        if type(scope) is not Scope:
             raise TypeError("scope must be a Scope or None")
         if scope.runtime is not runtime:
             raise ValueError("scope belongs to a different runtime")
-    if abort is not None and not isinstance(abort, Abort):
+    if abort is not None and type(abort) is not Abort:
         raise TypeError("abort must be an Abort or None")
     if sink is not None and not all(callable(getattr(sink, name, None)) for name in _SINK_METHODS):
         raise TypeError("sink must provide on_call, on_result and on_context")
@@ -65,7 +67,7 @@ def validate(
                     "driver task: make them plain methods (hand events to a task through a "
                     "trio memory channel's send_nowait if they must await)"
                 )
-    if parent is not None and not isinstance(parent, ExecutionToken):
+    if parent is not None and type(parent) is not ExecutionToken:
         raise TypeError("parent must be an ExecutionToken or None")
     if root_call_id is not None and type(root_call_id) is not str:
         raise TypeError("root_call_id must be a str or None")

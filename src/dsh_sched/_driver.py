@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, final
 import trio
 
 from dsh_tools import AbortError, ToolCall, ToolDeniedError, error_result
-from dsh_tools.lowlevel import Lane, is_cancellation
+from dsh_tools.lowlevel import Lane, is_cancellation, unchecked_tool_call
 
 from ._calls import call_arguments, has_classifier
 from ._outcome import BatchOutcome, BatchStatistics, CommittedCall
@@ -287,14 +287,15 @@ class Driver:
             return pending
         call = self.calls[index]
         arguments, frozen = call_arguments(runtime, self.scope, call, may_freeze=not again)
-        tool_call = ToolCall(
-            call_id=call.call_id,
-            name=call.name,
-            arguments=arguments,
-            scope=self.scope,
-            abort=self.abort,
-            parent=self.parent,
-            root_call_id=self.root_call_id,
+        # Every field's type was checked once (the batch's arguments, ModelToolCall's own).
+        tool_call = unchecked_tool_call(
+            call.call_id,
+            call.name,
+            arguments,
+            self.scope,
+            self.abort,
+            self.root_call_id,
+            self.parent,
         )
         self.pending_index = index
         self.pending_call = tool_call

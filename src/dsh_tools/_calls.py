@@ -17,7 +17,15 @@ if TYPE_CHECKING:
     from ._results import ToolResult
     from ._runtime import ToolRuntime
 
-__all__ = ["ExecState", "ExecutionToken", "Stage", "ToolCall", "ToolExecution", "ToolRunContext"]
+__all__ = [
+    "ExecState",
+    "ExecutionToken",
+    "Stage",
+    "ToolCall",
+    "ToolExecution",
+    "ToolRunContext",
+    "unchecked_tool_call",
+]
 
 _token_numbers = itertools.count(1)
 
@@ -120,6 +128,32 @@ _SET_CALL_SCOPE = slot_setter(ToolCall, "scope")
 _SET_CALL_ABORT = slot_setter(ToolCall, "abort")
 _SET_CALL_ROOT_CALL_ID = slot_setter(ToolCall, "root_call_id")
 _SET_CALL_PARENT = slot_setter(ToolCall, "parent")
+
+
+def unchecked_tool_call(
+    call_id: str,
+    name: str,
+    arguments: object,
+    scope: Scope | None,
+    abort: Abort,
+    root_call_id: str | None,
+    parent: ExecutionToken | None,
+) -> ToolCall:
+    """A :class:`ToolCall` of these fields, without ``ToolCall()``'s type checks.
+
+    For a driver that checked the types once for many calls (``dsh_sched`` checks a batch's
+    options and ``ModelToolCall`` its own fields): every field must have exactly the type
+    ``ToolCall()`` requires, or the call misbehaves later instead of failing here.
+    """
+    call: ToolCall = object.__new__(ToolCall)
+    _SET_CALL_CALL_ID(call, call_id)
+    _SET_CALL_NAME(call, name)
+    _SET_CALL_ARGUMENTS(call, arguments)
+    _SET_CALL_SCOPE(call, scope)
+    _SET_CALL_ABORT(call, abort)
+    _SET_CALL_ROOT_CALL_ID(call, root_call_id)
+    _SET_CALL_PARENT(call, parent)
+    return call
 
 
 class Stage:

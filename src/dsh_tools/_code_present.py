@@ -18,10 +18,12 @@ from typing import TYPE_CHECKING, Final, final
 import attrs
 
 from ._code_values import require_code_runtime
+from ._definition import ExecutionMode, classify
 from ._errors import ToolNotFoundError
 from ._results import ToolResult, error_result
 
 if TYPE_CHECKING:
+    from ._calls import ToolCall
     from ._code_values import CodeRuntime
     from ._disposer import Disposer
     from ._registry import Registry
@@ -34,6 +36,7 @@ __all__ = [
     "CodeModePrompt",
     "PresentationMode",
     "check_code_runtime",
+    "classify_call",
     "coerce_mode",
     "collapse_result",
     "collapses",
@@ -110,6 +113,21 @@ def collapses(registry: Registry, name: str, scope: Scope | None) -> bool:
     The caller checks that the call has no parent: nested calls are never collapsed.
     """
     return name != RUN_CODE_NAME and effective_mode(registry, scope) is _CODE
+
+
+def classify_call(registry: Registry, call: ToolCall) -> ExecutionMode:
+    """The execution mode of ``call`` (``ToolRuntime.execution_mode`` once its arguments are
+    checked): ``EXCLUSIVE`` for a top-level call that Code Mode collapses, else the
+    classification of the tool visible now."""
+    scope = call.scope
+    if (
+        call.parent is None
+        and (registry.declarations or registry.mode is _CODE)
+        and collapses(registry, call.name, scope)
+    ):
+        # A model-direct call under CODE fails alone, like a barrier (code-mode §2.4).
+        return ExecutionMode.EXCLUSIVE
+    return classify(registry.resolve(call.name, scope), call.arguments)
 
 
 def collapse_result(name: str) -> ToolResult:

@@ -9,8 +9,8 @@ program runs). What a client adds (where calls come from, events, what happens t
 never started, the outcome) goes through :class:`LaneClient`.
 
 The decisions are plain data in ``_lane_plan``; this module owns the awaits. Its tasks are
-KI-protected: a ``KeyboardInterrupt`` that arrives in them is delivered by trio to the main
-task at its next checkpoint, which then cancels the lane natively (decision 37).
+KI-protected: trio delivers a ``KeyboardInterrupt`` arriving in them to the main task at its
+next checkpoint, which then cancels the lane natively (decision 37).
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, TypeAlias, final
 
 import trio
 
+from ._code_present import classify_call
 from ._definition import ExecutionMode
 from ._lane_client import LaneClient, LaneStatistics, _drop, _Halt, _Waiter
 from ._lane_plan import GroupPlan, QueuePlan
@@ -108,9 +109,8 @@ class Lane:
         self.group: _Group | None = None
         self.group_mode: ExecutionMode | None = None
         self.nursery: trio.Nursery | None = None
-        #: The workers of wrapper-free dispatch stages, in a nursery opened inside the
-        #: Abort's move_on_abort() scope (see host_workers); None until the first overlapping
-        #: group.
+        #: The workers of wrapper-free dispatch stages, in a nursery inside the Abort's
+        #: move_on_abort() scope (see host_workers); None until the first overlapping group.
         self.workers: Workers | None = None
         self.host_waiter: _Waiter | None = None
         #: The first internal failure (scheduler.md §8); later ones are logged at DEBUG.
@@ -254,7 +254,7 @@ class Lane:
             raise AssertionError("unreachable: a dispatch ended without a result")
 
     async def _fill(self, group: _Group, mode: ExecutionMode) -> None:
-        abort = self.abort
+        abort, registry = self.abort, self.runtime._registry
         while group.can_start():
             # A cancelled lane starts nothing more: deliver the cancellation now rather
             # than at the next call's prepare. (A cancel point, not a schedule point.)
@@ -266,7 +266,7 @@ class Lane:
             index = group.next_index()
             tool_call = self.client.call_at(index)
             if group.needs_reclassification() and (
-                self.runtime.execution_mode(tool_call) is not ExecutionMode.PARALLEL
+                classify_call(registry, tool_call) is not ExecutionMode.PARALLEL
             ):
                 # A barrier found by live reclassification: no more starts; the running
                 # calls drain and commit, and the outer loop classifies it again (§4.3).

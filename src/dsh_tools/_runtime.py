@@ -9,14 +9,14 @@ from ._code_present import (
     CodeModePrompt,
     PresentationMode,
     check_code_runtime,
+    classify_call,
     code_mode_prompt,
     coerce_mode,
-    collapses,
     effective_mode,
 )
 from ._code_tool import build_run_code
 from ._code_values import CodeRunLimits, CodeRuntime, require_code_limits, require_code_runtime
-from ._definition import ExecutionMode, ToolDefinition, ToolSchema, classify
+from ._definition import ExecutionMode, ToolDefinition, ToolSchema
 from ._json import freeze_json, thaw_json
 from ._pipeline import execute
 from ._registry import Registry, check_callable
@@ -280,12 +280,9 @@ class ToolRuntime:
         if type(call) is not ToolCall:
             raise TypeError(f"execution_mode() expects a ToolCall, got {type(call).__name__}")
         scope = call.scope
-        checked = None if scope is None else _check_scope(self, scope)
-        registry = self._registry
-        if call.parent is None and collapses(registry, call.name, checked):
-            # A model-direct call under CODE fails alone, like a barrier (code-mode §2.4).
-            return ExecutionMode.EXCLUSIVE
-        return classify(registry.resolve(call.name, checked), call.arguments)
+        if scope is not None:
+            _check_scope(self, scope)
+        return classify_call(self._registry, call)
 
     def code_mode_prompt(self, scope: Scope | None = None) -> CodeModePrompt:
         """The Code Mode parts of a system prompt for ``scope``'s effective mode.

@@ -30,6 +30,7 @@ tells a driver the result of one that is finished (for example when a result obs
 ``KeyboardInterrupt`` out of :func:`finish`), so that it can record it instead.
 """
 
+from ._calls import unchecked_tool_call
 from ._exception_groups import leaves as exception_leaves
 from ._exception_groups import split_cancelled
 from ._json_text import parse_frozen_json_text, parse_json_text
@@ -71,4 +72,5 @@ __all__ = [
     "parse_json_text",
     "prepare",
     "split_cancelled",
+    "unchecked_tool_call",
 ]
