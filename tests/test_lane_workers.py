@@ -19,8 +19,17 @@ import pytest
 import trio
 import trio.testing
 
+import dsh_tools._lane_workers
 from dsh_sched import ModelToolCall, run_tool_calls
-from dsh_tools import CallNext, ErrorCode, PreDecision, ToolExecution, ToolRuntime, tool
+from dsh_tools import (
+    CallNext,
+    Deny,
+    ErrorCode,
+    PreDecision,
+    ToolExecution,
+    ToolRuntime,
+    tool,
+)
 from dsh_tools._lane_workers import BURST, SPAWNS, Workers
 
 if TYPE_CHECKING:
@@ -91,6 +100,56 @@ async def test_stages_that_never_wait_share_one_task_and_keep_their_own_context(
     assert len({task for _, task, _, _ in seen}) == 1
     assert current_call.get() == "-"  # the hook ran in the driver's task, not the caller's
     assert runtime._registry.waits == set()
+
+
+class _Spawns(trio.abc.Instrument):
+    """Counts the tasks spawned while it is installed."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def task_spawned(self, task: trio.lowlevel.Task) -> None:
+        self.count += 1
+
+
+async def test_the_host_runs_the_stages_queued_before_it_first_ran() -> None:
+    """Decision 114: starting the shared-scope host is not a checkpoint, and the host itself
+    runs the stages the driver queued before it first ran: a batch of calls that never wait
+    costs two tasks (the driver and the host), not a third for a worker."""
+    seen: list[tuple[str, trio.lowlevel.Task, str, str]] = []
+    runtime = _runtime(seen)
+    spawns = _Spawns()
+    trio.lowlevel.add_instrument(spawns)
+    try:
+        outcome = await run_tool_calls(runtime, _calls("quick", 10), max_parallel=10)
+    finally:
+        trio.lowlevel.remove_instrument(spawns)
+    assert [c.result.value for c in outcome.results] == ["ok"] * 10
+    assert spawns.count == 2
+    (host,) = {task for _, task, _, _ in seen}
+    assert host.coro.cr_code is dsh_tools._lane_workers.host_workers.__code__
+
+
+async def test_a_group_whose_calls_never_dispatch_lets_the_host_go_before_it_ran(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """Every call of an overlapping group ends in prepare, with no wait: the lane is done
+    (and lets the host go) before the host first ran, and the host leaves without waiting
+    for a wake-up that already happened."""
+    seen: list[tuple[str, trio.lowlevel.Task, str, str]] = []
+    runtime = _runtime(seen)
+
+    async def deny(execution: ToolExecution, call_next: CallNext[PreDecision]) -> PreDecision:
+        return Deny("not now")
+
+    runtime.on_pre_execute(deny)
+    with trio.fail_after(60):  # a host left waiting would hold the batch open for good
+        outcome = await run_tool_calls(runtime, _calls("quick", 3), max_parallel=3)
+    codes = [
+        c.result.error.info.code for c in outcome.results if c.result.error and c.result.error.info
+    ]
+    assert codes == [ErrorCode.TOOL_DENIED] * 3
+    assert seen == []
 
 
 async def test_a_stage_that_waits_never_holds_up_the_stages_queued_behind_it(
@@ -228,7 +287,7 @@ def _trap() -> Generator[str, object, object]:
 
 def _suspended_worker(stage: Coroutine[Any, Any, None]) -> Any:
     """A worker stepped by hand (inside a trio task), suspended at ``stage``'s first trap."""
-    workers = Workers(None, set(), lambda: None)  # type: ignore[arg-type]  # never spawns: one job
+    workers = Workers(None, set(), lambda: None)  # never spawns: one job
     workers.jobs.append((contextvars.copy_context(), stage, "stage"))
     worker: Any = workers._work(0)
     assert worker.send(None) == "trap"

@@ -216,15 +216,16 @@ async def test_finish_on_a_running_execution_is_refused_in_execute_too() -> None
     assert observed == [result]
 
 
-# -- a checkpoint between classifying and starting a call -------------------------------
+# -- no checkpoint between classifying and starting a call ------------------------------
 
 
 async def test_a_call_starts_under_the_mode_it_was_classified_as(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """§4.2: the first overlapping group starts the shared-scope host, a checkpoint. A task
-    woken there that turns the tool exclusive must not let the call start parallel: the
-    head is classified again, and starts alone."""
+    """§4.2: the first overlapping group starts the shared-scope host without a checkpoint,
+    so the head starts under the mode it was just classified as. The host, once it runs, is
+    a task that turns the tool exclusive: a call started after that is classified again
+    and starts alone."""
     runtime = ToolRuntime()
     parallel = [True]
     runtime.register(
@@ -239,22 +240,22 @@ async def test_a_call_starts_under_the_mode_it_was_classified_as(
     )
     real_host = dsh_tools._lane_workers.host_workers
 
-    async def host_with_a_flip(
-        lane: dsh_tools._lane.Lane,
-        task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
-    ) -> None:
-        # What a task woken at this checkpoint (a consumer fed by the sink, say) may do.
+    async def host_with_a_flip(*args: Any) -> None:
+        # What another task running at the driver's first wait (a consumer fed by the
+        # sink, say) may do.
         parallel[0] = False
-        await real_host(lane, task_status=task_status)
+        await real_host(*args)
 
-    monkeypatch.setattr(dsh_tools._lane, "host_workers", host_with_a_flip)
+    monkeypatch.setattr(dsh_tools._lane_workers, "host_workers", host_with_a_flip)
     sink = RecordingSink()
-    outcome = await run_tool_calls(runtime, calls("t:c1", "t:c2"), sink=sink)
-    assert [e.mode for e in sink.events if isinstance(e, CallStarted)] == [
-        ExecutionMode.EXCLUSIVE,
-        ExecutionMode.EXCLUSIVE,
-    ]
-    assert [c.mode for c in outcome.results] == [ExecutionMode.EXCLUSIVE] * 2
+    outcome = await run_tool_calls(
+        runtime, calls("t:c1", "t:c2", "t:c3"), sink=sink, max_parallel=2
+    )
+    # c1 and c2 fill the pool before the driver first waits; c3 starts after the flip.
+    modes = [ExecutionMode.PARALLEL, ExecutionMode.PARALLEL, ExecutionMode.EXCLUSIVE]
+    assert [e.mode for e in sink.events if isinstance(e, CallStarted)] == modes
+    assert [c.mode for c in outcome.results] == modes
+    assert not any(c.result.is_error for c in outcome.results)
 
 
 # -- a scope closed while its batch runs ------------------------------------------------

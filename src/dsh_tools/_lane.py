@@ -24,7 +24,7 @@ from ._code_present import classify_call
 from ._definition import ExecutionMode
 from ._lane_client import LaneClient, LaneStatistics, _drop, _Halt, _Waiter
 from ._lane_plan import GroupPlan, QueuePlan
-from ._lane_workers import BURST, SPAWNS, Workers, host_workers
+from ._lane_workers import BURST, SPAWNS, Workers, start_host
 from ._pipeline import (
     NeedsFinalize,
     NeedsFinish,
@@ -221,12 +221,8 @@ class Lane:
             )
             if self.host_waiter is None and group.overlaps():
                 # Bodies will run side by side: from now on they share one abort scope.
-                # Starting its host is a checkpoint, and a task woken there may change the
-                # registry: classify the head again, so that a call always starts under
-                # the mode it was classified as with no checkpoint in between (§4.2).
                 assert self.nursery is not None
-                await self.nursery.start(host_workers, self)
-                continue
+                start_host(self, self.nursery)
             self.group = group
             self.group_mode = mode
             await self._run_group(group, mode)
@@ -288,9 +284,7 @@ class Lane:
                 await self._commit_ready(group, mode)
             if (workers := self.workers) is None:
                 continue
-            if len(workers.jobs) >= BURST:
-                # Let the workers run the queue (the first stage to end or to wait wakes
-                # the driver), so few calls are in flight at a time (decision 110).
+            if len(workers.jobs) >= BURST:  # let the workers run the queue (decision 110)
                 return
             if workers.fresh >= SPAWNS:  # let the new tasks start waiting (decision 113)
                 while workers.fresh:
@@ -470,9 +464,11 @@ class Lane:
     # -- the shared abort scope (runtime.md §7.4's equivalent mechanism) -------------------
 
     def close_host(self) -> None:
-        """Let the shared-scope host leave (once its running dispatch tasks have)."""
-        waiter = self.host_waiter
-        if waiter is not None:
+        """Let the shared-scope host leave (once its running dispatch tasks have); one that
+        has not run yet (a group ended with no wait) leaves without waiting."""
+        if (workers := self.workers) is not None:
+            workers.closed = True
+        if (waiter := self.host_waiter) is not None:
             waiter.wake()
 
     # -- failures -------------------------------------------------------------------------

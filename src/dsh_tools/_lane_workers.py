@@ -16,6 +16,10 @@ calls of it get a task of their own from the start, as before. The memory is onl
 hint: a remembered name costs a task per call, an unremembered one that waits costs one
 worker; nothing else depends on it.
 
+The workers live in a nursery inside the lane's ``Abort`` scope, held by a host task that the
+driver starts without waiting for it (:func:`start_host`): stages queued before the host
+first runs wait for it, and the host runs them itself as the first worker (decision 114).
+
 The tasks of a group's calls are started through :meth:`Workers.spawn`, which counts the
 ones that have not taken their first step: once :data:`SPAWNS` of them have not, the driver
 waits until they have before starting more, so bodies begin waiting while later calls are
@@ -40,7 +44,7 @@ if TYPE_CHECKING:
 
     from ._lane import Lane
 
-__all__ = ["BURST", "SPAWNS", "Workers", "host_workers"]
+__all__ = ["BURST", "SPAWNS", "Workers", "host_workers", "start_host"]
 
 #: How many queued stages make the lane's driver pause its starts until the workers have
 #: run them (decision 110).
@@ -55,7 +59,9 @@ class Workers:
     """A queue of dispatch stages and the worker tasks that run it (module docstring).
 
     Args:
-        nursery: Where the workers run (the lane's shared-scope nursery).
+        nursery: Where the workers run (the lane's shared-scope nursery); ``None`` until
+            its host opens it: stages queued before then wait for the host, which runs them
+            as the first worker.
         waits: The runtime's set of tool names whose stages were seen waiting; a stage
             that waits adds its name.
         wake: Called when a stage waits (the driver, paused for a burst of queued stages,
@@ -65,9 +71,11 @@ class Workers:
     runnable or running and not inside a stage that waits, so every queued stage runs.
     """
 
-    __slots__ = ("drainer", "fresh", "jobs", "last", "nursery", "waits", "wake")
+    __slots__ = ("closed", "drainer", "fresh", "jobs", "last", "nursery", "waits", "wake")
 
-    def __init__(self, nursery: trio.Nursery, waits: set[str], wake: Callable[[], None]) -> None:
+    def __init__(
+        self, nursery: trio.Nursery | None, waits: set[str], wake: Callable[[], None]
+    ) -> None:
         self.nursery = nursery
         self.waits = waits
         self.wake = wake
@@ -77,6 +85,8 @@ class Workers:
         self.last = 0
         #: Dispatch tasks the driver started that have not taken their first step yet.
         self.fresh = 0
+        #: The lane let the host go (Lane.close_host), perhaps before the host first ran.
+        self.closed = False
 
     def run(
         self,
@@ -87,10 +97,15 @@ class Workers:
         """Run the dispatch stage ``fn(*args)`` of a call of tool ``name``: in a task of its
         own if the tool is known to wait, else in a worker; either way in a copy of the
         current context, taken now."""
-        if name in self.waits:
-            self.spawn(self.nursery, fn, *args)
-        else:
+        if name not in self.waits:
             self.submit(copy_context(), fn(*args), name)
+        elif (nursery := self.nursery) is not None:
+            self.spawn(nursery, fn, *args)
+        else:
+            # The host has not opened the nursery yet: its first worker gives this stage a
+            # task of its own, which counts as one the driver started (decision 113).
+            self.fresh += 1
+            self.submit(copy_context(), self._first_step(fn, *args), name)
 
     def spawn(
         self, nursery: trio.Nursery, fn: Callable[..., Coroutine[Any, Any, None]], *args: object
@@ -120,7 +135,10 @@ class Workers:
     def _spawn(self) -> None:
         self.last = number = self.last + 1
         self.drainer = number
-        self.nursery.start_soon(self._work, number, name="dsh_tools.dispatch")
+        nursery = self.nursery
+        if nursery is not None:
+            nursery.start_soon(self._work, number, name="dsh_tools.dispatch")
+        # Otherwise the host has not opened the nursery yet: it runs this worker itself.
 
     @trio.lowlevel.enable_ki_protection
     async def _work(self, number: int) -> None:
@@ -129,7 +147,9 @@ class Workers:
             context, stage, name = jobs.popleft()
             if name in self.waits:
                 # Its tool was seen waiting since it was queued (a call of the same tool
-                # ahead of it): a task of its own, rather than a worker and a hand-over.
+                # ahead of it), or was queued before the host ran: a task of its own,
+                # rather than a worker and a hand-over.
+                assert self.nursery is not None  # a worker runs in it (the host opened it)
                 self.nursery.start_soon(_alone, context, stage, name="dsh_tools.dispatch")
                 continue
             # What a stage raises ends this worker: only a cancellation gets out of the
@@ -152,23 +172,33 @@ class Workers:
         self.wake()
 
 
+def start_host(lane: Lane, nursery: trio.Nursery) -> None:
+    """Give ``lane`` its :class:`Workers` now, and start the task that hosts them in
+    ``nursery`` (:func:`host_workers`): starting it is not a checkpoint, so the call the
+    driver has just classified starts under that mode (§4.2)."""
+    waiter = lane.host_waiter = _Waiter()
+    workers = lane.workers = Workers(None, lane.runtime._registry.waits, lane.waiter.wake)
+    nursery.start_soon(host_workers, lane, workers, waiter, name="dsh_tools.dispatch")
+
+
 @trio.lowlevel.enable_ki_protection
-async def host_workers(
-    lane: Lane, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
-) -> None:
+async def host_workers(lane: Lane, workers: Workers, waiter: _Waiter) -> None:
     """Hold the lane's workers and a nursery open inside the lane's Abort's scope for its
     wrapper-free dispatch stages, until :meth:`Lane.close_host`.
 
     Firing the Abort cancels that one scope, and with it every body running in the
-    nursery: no per-call cancel scope to create, enter, register and exit.
+    nursery: no per-call cancel scope to create, enter, register and exit. The stages
+    queued before the host first ran are drained by the host itself, as the first worker:
+    one task fewer per batch.
     """
-    waiter = lane.host_waiter = _Waiter()
     with lane.abort.move_on_abort():
         async with trio.open_nursery() as inner:
-            lane.workers = Workers(inner, lane.runtime._registry.waits, lane.waiter.wake)
-            task_status.started()
+            workers.nursery = inner
             try:
-                await waiter.wait()
+                if workers.drainer:
+                    await workers._work(workers.drainer)
+                if not workers.closed:
+                    await waiter.wait()
             finally:
                 lane.workers = None
 
