@@ -11,7 +11,6 @@ import pytest
 import trio
 import trio.testing
 
-import dsh_tools._lane
 import dsh_tools._lane_workers
 from dsh_sched import (
     CallCommitted,

@@ -199,7 +199,7 @@ class Lane:
         await trio.lowlevel.checkpoint_if_cancelled()
         plan = self.plan
         abort = self.abort
-        runtime = self.runtime
+        registry = self.runtime._registry
         client = self.client
         while True:
             if not plan.pending():
@@ -211,7 +211,7 @@ class Lane:
                 return
             index = plan.next
             tool_call = client.call_at(index)
-            mode = runtime.execution_mode(tool_call)
+            mode = classify_call(registry, tool_call)
             exclusive = mode is not ExecutionMode.PARALLEL
             group: _Group = GroupPlan(
                 index,
