@@ -178,6 +178,8 @@ async def test_an_internal_lane_failure_stops_the_program(
         return await real_prepare(execution)
 
     monkeypatch.setattr(lane_module, "prepare", prepare)
+    # Every start through prepare(): no synchronous stage 1 (decision 115) around the bug.
+    monkeypatch.setattr(lane_module, "prepare_now", lambda execution: None)
 
     async def script(dispatch: Dispatch, tools: tuple[str, ...], limits: CodeRunLimits) -> Any:
         await gather(dispatch, [("slow", {}), ("broken", {})])

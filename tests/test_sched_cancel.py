@@ -971,3 +971,71 @@ async def test_s044_a_sink_interrupting_on_a_synthetic_result_completes_that_pai
     with pytest.raises(KeyboardInterrupt):
         await run_tool_calls(runtime, calls("r:c1", "r:c2"), abort=abort, sink=sink)
     assert sink_steps == ["call c1", "result c1", "call c2", "result c2"]
+
+
+@pytest.mark.parametrize("hook", [None, "pre", "post"])
+async def test_a_sink_cancelling_the_caller_as_a_call_starts_stops_it_before_its_body(
+    hook: str | None,
+) -> None:
+    """Decision 115: with nothing for stage 1 to run, the lane skips ``prepare``'s cancel
+    point; a cancellation requested right after the driver's own one (here by the sink, at
+    the second call's ``on_call``) still reaches every started call before its body, and
+    the batch records what it records when ``prepare`` runs (a pre-execute hook), and when
+    ``finalize`` runs for its post-execute hook."""
+    runtime = ToolRuntime()
+    ran: list[str] = []
+
+    async def body(args: object, ctx: Any) -> object:
+        ran.append(ctx.call_id)
+        return "ok"
+
+    runtime.register(
+        ToolDefinition(
+            name="r",
+            description="r",
+            parameters={},
+            output=output(),
+            execute=body,
+            is_concurrency_safe=True,
+        )
+    )
+    if hook == "pre":
+
+        async def allow(execution: ToolExecution, call_next: Any) -> PreDecision:
+            return await call_next()  # type: ignore[no-any-return]
+
+        runtime.on_pre_execute(allow)
+    elif hook == "post":
+
+        async def accept(execution: ToolExecution, result: ToolResult, call_next: Any) -> Any:
+            return await call_next()
+
+        runtime.on_post_execute(accept)
+    steps: list[str] = []
+    inner = StepSink(steps)
+
+    class CancelAtSecondStart:
+        def on_call(self, event: Any) -> None:
+            inner.on_call(event)
+            if event.call.call_id == "c2":
+                scope.cancel()
+
+        def on_result(self, event: Any) -> None:
+            inner.on_result(event)
+
+        def on_context(self, event: Any) -> None:
+            inner.on_context(event)
+
+    with trio.CancelScope() as scope:
+        await run_tool_calls(
+            runtime, calls("r:c1", "r:c2", "r:c3"), max_parallel=3, sink=CancelAtSecondStart()
+        )
+    assert scope.cancelled_caught
+    assert ran == []
+    assert steps == ["call c1", "call c2", "result c1", "result c2", "call c3", "result c3"]
+    committed = [event for event in inner.events if isinstance(event, CallCommitted)]
+    assert [(code(event.result), event.synthetic) for event in committed] == [
+        (ABORTED_BEFORE_DISPATCH, False),
+        (ABORTED_BEFORE_DISPATCH, False),
+        (ABORTED_BEFORE_DISPATCH, True),
+    ]

@@ -18,28 +18,14 @@ from ._results import ToolResult, aborted_result, error_result
 from ._stage_dispatch import dispatch, dispatch_tail
 from ._stage_finalize import finalize
 from ._stage_finish import cancelled_result, finish_unchecked, is_cancellation
-from ._stage_prepare import create, prepare
+from ._stage_prepare import create, prepare, unhooked
 from ._steps import NeedsFinalize, ReadyToDispatch
 
 if TYPE_CHECKING:
     from ._calls import ToolCall
     from ._runtime import ToolRuntime
 
-__all__ = ["execute", "unhooked"]
-
-
-def unhooked(execution: ToolExecution) -> bool:
-    """Whether :func:`execute` may run this execution's stages in its own frame.
-
-    True for no scope, no stage-0 error, no collapse, and no pre-execute hook, guard or
-    wrapper registered: stages 1 and 2 then run no user code but the body.
-    """
-    state = execution._state
-    if execution.scope is not None or state.stage0_error is not None or state.collapsed:
-        return False
-    owner = state.runtime._registry.global_owner
-    fns = owner.fns
-    return not owner.guards and not fns["pre"] and not fns["execute"]
+__all__ = ["execute"]
 
 
 async def execute(runtime: ToolRuntime, call: ToolCall) -> ToolResult:

@@ -34,10 +34,12 @@ from ._pipeline import (
     dispatch,
     dispatch_in_abort_scope,
     finalize,
+    finalize_now,
     finish,
     finished_result,
     is_cancellation,
     prepare,
+    prepare_now,
 )
 
 if TYPE_CHECKING:
@@ -274,7 +276,9 @@ class Lane:
             if refusal is not None:
                 group.store(gi, NeedsFinish(execution, refusal))
             else:
-                step = await prepare(execution)
+                # Stage 1 without a coroutine when it has nothing to run: the cancel
+                # point above is its caller's cancel point (decision 115).
+                step = prepare_now(execution) or await prepare(execution)
                 # A failure recorded while prepare was awaited leaves this call
                 # undispatched (scheduler.md §13 example 5).
                 if self.failure is not None:
@@ -367,7 +371,7 @@ class Lane:
         while (step := group.ready()) is not None:
             if isinstance(step, NeedsFinalize):
                 try:
-                    result = await finalize(step)
+                    result = finalize_now(step) or await finalize(step)
                 except BaseException as exc:
                     self._commit_interrupted(group, mode, step, exc)
                     raise

@@ -3,7 +3,9 @@
 ``ToolRuntime.execute()`` is exactly :func:`create`, :func:`prepare`, :func:`dispatch`,
 :func:`finalize` / :func:`finish` run back to back, and ``dsh_sched`` drives the same stages
 through ``dsh_tools.lowlevel``. The stages add no schedule point of their own: only hooks,
-approval and bodies yield (plus the cancel point at the start of :func:`prepare`).
+approval and bodies yield (plus the cancel point at the start of :func:`prepare`). A driver
+with nothing for stage 1 or 3 to run may take :func:`prepare_now` and :func:`finalize_now`,
+their synchronous forms (decision 115).
 
 The story of one call, module by module:
 
@@ -25,9 +27,9 @@ from __future__ import annotations
 
 from ._execute import execute
 from ._stage_dispatch import dispatch, dispatch_in_abort_scope
-from ._stage_finalize import finalize
+from ._stage_finalize import finalize, finalize_now
 from ._stage_finish import cancelled_result, finish, finished_result, is_cancellation
-from ._stage_prepare import create, prepare
+from ._stage_prepare import create, prepare, prepare_now
 from ._steps import NeedsFinalize, NeedsFinish, ReadyToDispatch
 
 __all__ = [
@@ -40,8 +42,10 @@ __all__ = [
     "dispatch_in_abort_scope",
     "execute",
     "finalize",
+    "finalize_now",
     "finish",
     "finished_result",
     "is_cancellation",
     "prepare",
+    "prepare_now",
 ]

@@ -22,35 +22,59 @@ from ._stage_finish import finish_unchecked
 from ._steps import NeedsFinalize
 from ._success import build_success
 
-__all__ = ["finalize"]
+__all__ = ["finalize", "finalize_now"]
 
 _ACCEPT: Final = Accept()
 
 
 async def finalize(step: NeedsFinalize) -> ToolResult:
     """Stage 3 (post-execute, check G) followed by stage 4 (:func:`finish`)."""
+    done = finalize_now(step)  # the whole of it when no post-execute hook applies
+    if done is not None:
+        return done
+    execution = step.execution
+    state = execution._state
+    state.stage = Stage.FINALIZING
+    result = step.result
+    try:
+        state.active = True
+        hooks = state.runtime._registry.hooks("post", execution.scope)
+        decision = await _run_post(hooks, 0, execution, result)
+        result = _apply_post(state, execution, result, decision)
+    except Exception as exc:
+        # The error wins: no cancellation override (runtime.md §7.5 step 5).
+        state.active = False
+        return finish_unchecked(execution, error_result(exc))
+    finally:
+        state.active = False
+    return _check_g_and_finish(state, execution, result)
+
+
+def finalize_now(step: NeedsFinalize) -> ToolResult | None:
+    """:func:`finalize` without a coroutine when no post-execute hook applies; ``None`` when
+    one does (the stage is left to :func:`finalize`, to be awaited).
+
+    Raises:
+        TypeError: ``step`` is not a ``NeedsFinalize``.
+        RuntimeError: the execution is not ready for finalize.
+    """
     if type(step) is not NeedsFinalize:
         raise TypeError(f"finalize() expects a NeedsFinalize, got {type(step).__name__}")
     execution = step.execution
     state = execution._state
     if state.stage != Stage.NEEDS_FINALIZE:
         raise RuntimeError("execution is not ready for finalize")
-    state.stage = Stage.FINALIZING
-    result = step.result
-    registry = state.runtime._registry
     scope = execution.scope
-    hooks = registry.global_owner.fns["post"] if scope is None else registry.hooks("post", scope)
-    if hooks:
-        try:
-            state.active = True
-            decision = await _run_post(hooks, 0, execution, result)
-            result = _apply_post(state, execution, result, decision)
-        except Exception as exc:
-            # The error wins: no cancellation override (runtime.md §7.5 step 5).
-            state.active = False
-            return finish_unchecked(execution, error_result(exc))
-        finally:
-            state.active = False
+    registry = state.runtime._registry
+    if registry.global_owner.fns["post"] if scope is None else registry.hooks("post", scope):
+        return None
+    state.stage = Stage.FINALIZING
+    return _check_g_and_finish(state, execution, step.result)
+
+
+def _check_g_and_finish(
+    state: ExecState, execution: ToolExecution, result: ToolResult
+) -> ToolResult:
     abort = execution.abort
     if abort._aborted and not result.is_error and not state.completed:  # check G
         result = aborted_result(state.body_started, result.additional_contexts, abort._reason)

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from ._registry import Registry
     from ._runtime import ToolRuntime
 
-__all__ = ["create", "prepare"]
+__all__ = ["create", "prepare", "prepare_now", "unhooked"]
 
 _ALLOW: Final = Allow()
 _ARGS_NOT_LOSSLESS: Final = "tool execution arguments must be losslessly JSON-serializable"
@@ -86,6 +86,39 @@ def create(runtime: ToolRuntime, call: ToolCall) -> ToolExecution:
 
 
 # -- stage 1 ------------------------------------------------------------------------------
+
+
+def unhooked(execution: ToolExecution) -> bool:
+    """Whether stages 1 and 2 have no user code to run but the body.
+
+    True for no scope, no stage-0 error, no collapse, and no pre-execute hook, guard or
+    wrapper registered: ``ToolRuntime.execute()`` then runs them in its own frame (decision
+    18), and the scheduler's lane takes :func:`prepare_now`.
+    """
+    state = execution._state
+    if execution.scope is not None or state.stage0_error is not None or state.collapsed:
+        return False
+    owner = state.runtime._registry.global_owner
+    fns = owner.fns
+    return not owner.guards and not fns["pre"] and not fns["execute"]
+
+
+def prepare_now(execution: ToolExecution) -> ReadyToDispatch | None:
+    """Stage 1 without its cancel point, when it has nothing to run and check A passes.
+
+    For a driver that has just passed a cancel point of its own (the scheduler's lane,
+    decision 115): :func:`prepare`'s outcome, without a coroutine. A cancellation requested
+    since that cancel point reaches the call at check D2, before its body, so it ends as it
+    would have in :func:`prepare`. ``None`` when :func:`prepare` must run (and be awaited).
+    """
+    if (
+        execution._state.stage != Stage.CREATED
+        or execution.abort._aborted  # check A decides: prepare() finishes the call
+        or not unhooked(execution)
+    ):
+        return None
+    execution._state.stage = Stage.READY
+    return ReadyToDispatch(execution)
 
 
 async def prepare(execution: ToolExecution) -> ReadyToDispatch | NeedsFinalize | NeedsFinish:
