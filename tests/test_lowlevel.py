@@ -407,3 +407,25 @@ async def test_finished_result_is_none_until_stage_4_and_then_the_observed_resul
     assert observed.results == [result]
     with pytest.raises(TypeError, match="finished_result\\(\\) expects a ToolExecution, got str"):
         lowlevel.finished_result("nope")  # type: ignore[arg-type]
+
+
+async def test_the_hot_path_builds_the_step_values_the_constructors_build() -> None:
+    # _steps builds ReadyToDispatch and NeedsFinalize without attrs' frozen __init__: the
+    # same values, field for field, of the same (final) classes.
+    from dsh_tools._calls import Stage
+    from dsh_tools._steps import needs_finalize, ready_to_dispatch
+
+    runtime = ToolRuntime()
+    execution = lowlevel.create(runtime, ToolCall(call_id="c1", name="missing"))
+    state = execution._state
+    ready = ready_to_dispatch(state, execution)
+    assert state.stage == Stage.READY
+    assert type(ready) is ReadyToDispatch
+    assert ready == ReadyToDispatch(execution)
+    assert ready.execution is execution
+    result = ToolResult(is_error=False, content=(TextContent("ok"),))
+    step = needs_finalize(state, execution, result)
+    assert state.stage == Stage.NEEDS_FINALIZE
+    assert type(step) is NeedsFinalize
+    assert step == NeedsFinalize(execution, result)
+    assert (step.execution, step.result) == (execution, result)

@@ -629,3 +629,21 @@ async def test_statistics_is_a_snapshot_of_the_batch() -> None:
     assert after == BatchStatistics(
         calls=4, started=2, running=0, committed=4, synthetic=2, group_mode=None, aborted=True
     )
+
+
+def test_the_driver_builds_each_committed_call_as_the_constructor_does() -> None:
+    # The driver builds one per committed call with _outcome.committed_call: the keyword
+    # constructor's value, field for field.
+    from dsh_sched import CommittedCall, ModelToolCall
+    from dsh_sched._outcome import committed_call
+    from dsh_tools import ExecutionMode, TextContent, ToolResult
+
+    call = ModelToolCall(call_id="c1", name="echo", arguments="{}")
+    result = ToolResult(is_error=False, content=(TextContent("ok"),))
+    for synthetic, mode in ((False, ExecutionMode.PARALLEL), (True, None)):
+        built = committed_call(3, call, result, synthetic, mode)
+        assert type(built) is CommittedCall
+        assert built == CommittedCall(
+            index=3, call=call, result=result, synthetic=synthetic, mode=mode
+        )
+        assert (built.call, built.result) == (call, result)

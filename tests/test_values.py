@@ -256,3 +256,15 @@ def test_lists_of_strings_and_booleans_structure_at_once_or_through_cattrs() -> 
         with pytest.raises(Exception, match="While structuring list") as info:
             converter.structure(value, kind)
         assert "expected a" in str(info.value.exceptions[0])  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("text", ["", "ok", "é 🙂", "line\nbreak"])
+def test_a_text_block_built_on_the_hot_path_is_the_constructed_one(text: str) -> None:
+    # The default renderer's text_block() is TextContent(text) for a known str.
+    from dsh_tools._content import text_block
+
+    block = text_block(text)
+    assert type(block) is TextContent
+    assert block == TextContent(text)
+    assert block.text is text
+    assert block.to_json() == {"type": "text", "text": text}

@@ -20,7 +20,7 @@ from dsh_tools import AbortError, ToolCall, ToolDeniedError, error_result
 from dsh_tools.lowlevel import Lane, is_cancellation, unchecked_tool_call
 
 from ._calls import call_arguments, has_classifier
-from ._outcome import BatchOutcome, BatchStatistics, CommittedCall
+from ._outcome import BatchOutcome, BatchStatistics, CommittedCall, committed_call
 from ._sinks import CallCommitted, CallStarted, ContextAccepted
 
 if TYPE_CHECKING:
@@ -378,14 +378,10 @@ class Driver:
             self.concluded = True
         # Nothing is built per call when nobody keeps or reads it (README "cost").
         if self.keep:
-            self.results.append(
-                CommittedCall(index=index, call=call, result=result, synthetic=synthetic, mode=mode)
-            )
+            self.results.append(committed_call(index, call, result, synthetic, mode))
             self.wake_reader()
         elif self.held is not None:
-            self.held.append(
-                CommittedCall(index=index, call=call, result=result, synthetic=synthetic, mode=mode)
-            )
+            self.held.append(committed_call(index, call, result, synthetic, mode))
             self.wake_reader()
 
     # -- synthetic pairs, contexts, bookkeeping (scheduler.md §6, §7) ---------------------

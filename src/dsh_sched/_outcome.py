@@ -41,15 +41,37 @@ class CommittedCall:
         synthetic: bool,
         mode: ExecutionMode | None,
     ) -> None:
-        # By hand, with the slots' own setters: one is built per committed call, and
-        # attrs' frozen __init__ goes through object.__setattr__ for every field.
-        _SET_INDEX(self, index)
-        _SET_CALL(self, call)
-        _SET_RESULT(self, result)
-        _SET_SYNTHETIC(self, synthetic)
-        _SET_MODE(self, mode)
+        # By hand, with the slots' own setters: attrs' frozen __init__ goes through
+        # object.__setattr__ for every field.
+        _fill(self, index, call, result, synthetic, mode)
 
 
+def committed_call(
+    index: int, call: ModelToolCall, result: ToolResult, synthetic: bool, mode: ExecutionMode | None
+) -> CommittedCall:
+    """``CommittedCall(...)`` for the driver, which builds one per committed call: positional,
+    and without the class call's keyword arguments and ``__init__`` frame."""
+    self: CommittedCall = _new(CommittedCall)
+    _fill(self, index, call, result, synthetic, mode)
+    return self
+
+
+def _fill(
+    self: CommittedCall,
+    index: int,
+    call: ModelToolCall,
+    result: ToolResult,
+    synthetic: bool,
+    mode: ExecutionMode | None,
+) -> None:
+    _SET_INDEX(self, index)
+    _SET_CALL(self, call)
+    _SET_RESULT(self, result)
+    _SET_SYNTHETIC(self, synthetic)
+    _SET_MODE(self, mode)
+
+
+_new = object.__new__
 _SET_INDEX, _SET_CALL, _SET_RESULT, _SET_SYNTHETIC, _SET_MODE = (
     vars(CommittedCall)[name].__set__ for name in ("index", "call", "result", "synthetic", "mode")
 )

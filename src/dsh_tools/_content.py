@@ -72,6 +72,16 @@ class ImageContent:
 
 
 _SET_TEXT = slot_setter(TextContent, "text")
+_new = object.__new__
+
+
+def text_block(text: str) -> TextContent:
+    """``TextContent(text)`` for a ``text`` known to be a ``str``: without the class call and
+    its ``__init__`` frame (the default renderer builds one per success)."""
+    block: TextContent = _new(TextContent)
+    _SET_TEXT(block, text)
+    return block
+
 
 #: A block of result content.
 ContentBlock: TypeAlias = TextContent | ImageContent

@@ -27,6 +27,7 @@ from ._steps import (
     fired,
     needs_finalize,
     needs_finish,
+    ready_to_dispatch,
 )
 
 if TYPE_CHECKING:
@@ -117,8 +118,7 @@ def prepare_now(execution: ToolExecution) -> ReadyToDispatch | None:
         or not unhooked(execution)
     ):
         return None
-    execution._state.stage = Stage.READY
-    return ReadyToDispatch(execution)
+    return ready_to_dispatch(execution._state, execution)
 
 
 async def prepare(execution: ToolExecution) -> ReadyToDispatch | NeedsFinalize | NeedsFinish:

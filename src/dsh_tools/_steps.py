@@ -13,6 +13,7 @@ import attrs
 
 from ._calls import Stage, ToolExecution
 from ._results import ToolResult
+from ._slots import slot_setter
 
 if TYPE_CHECKING:
     from ._abort import Abort
@@ -79,4 +80,22 @@ def needs_finish(state: ExecState, execution: ToolExecution, result: ToolResult)
 def needs_finalize(state: ExecState, execution: ToolExecution, result: ToolResult) -> NeedsFinalize:
     """End a stage with a result that goes through post-execute: stage 3 comes next."""
     state.stage = Stage.NEEDS_FINALIZE
-    return NeedsFinalize(execution, result)
+    # NeedsFinalize(execution, result) without attrs' frozen __setattr__: the hot path.
+    step = _new(NeedsFinalize)
+    _SET_FINALIZE_EXECUTION(step, execution)
+    _SET_FINALIZE_RESULT(step, result)
+    return step
+
+
+def ready_to_dispatch(state: ExecState, execution: ToolExecution) -> ReadyToDispatch:
+    """End stage 1 with the call allowed: stage 2 comes next."""
+    state.stage = Stage.READY
+    step = _new(ReadyToDispatch)
+    _SET_READY_EXECUTION(step, execution)
+    return step
+
+
+_new = object.__new__
+_SET_FINALIZE_EXECUTION = slot_setter(NeedsFinalize, "execution")
+_SET_FINALIZE_RESULT = slot_setter(NeedsFinalize, "result")
+_SET_READY_EXECUTION = slot_setter(ReadyToDispatch, "execution")

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Final, final, overload
 
 from ._annotations import UnsupportedAnnotation, json_default, schema_for
 from ._calls import ToolRunContext
-from ._content import ContentBlock, TextContent
+from ._content import ContentBlock, TextContent, text_block
 from ._convert import converter
 from ._define import Classifier, FinalizeContent, build_validating_tool
 from ._definition import Output, ToolDefinition
@@ -324,14 +324,14 @@ _JSON_CONSTANTS: Final = {None: "null", True: "true", False: "false"}
 def _default_render(args: JsonValue, value: JsonValue) -> list[ContentBlock]:
     kind = type(value)
     if kind is str:
-        return [TextContent(value)]
+        return [text_block(value)]
     # A scalar prints the same with or without indent=, but indent= makes json.dumps take its
     # pure-Python encoder (3 µs for an int): write the scalar's JSON text directly, as json's
     # own encoder does (a frozen float is finite, so its repr is its JSON text).
     if kind is int or kind is float:
-        return [TextContent(repr(value))]
+        return [text_block(repr(value))]
     if kind is bool or value is None:
-        return [TextContent(_JSON_CONSTANTS[value])]
+        return [text_block(_JSON_CONSTANTS[value])]
     try:
         return [TextContent(json.dumps(value, ensure_ascii=False, indent=2))]
     except RecursionError:
