@@ -34,6 +34,7 @@ from dsh_tools import (
     tool,
 )
 from dsh_tools._lane_workers import SPAWNS
+from tests.helpers import raw_tool
 from tests.test_sched_fixtures import Gates, StepSink, calls, gated_tool, output, text_of
 
 wait_blocked = trio.testing.wait_all_tasks_blocked
@@ -989,16 +990,7 @@ async def test_a_sink_cancelling_the_caller_as_a_call_starts_stops_it_before_its
         ran.append(ctx.call_id)
         return "ok"
 
-    runtime.register(
-        ToolDefinition(
-            name="r",
-            description="r",
-            parameters={},
-            output=output(),
-            execute=body,
-            is_concurrency_safe=True,
-        )
-    )
+    runtime.register(raw_tool("r", body, is_concurrency_safe=True))
     if hook == "pre":
 
         async def allow(execution: ToolExecution, call_next: Any) -> PreDecision:

@@ -43,35 +43,26 @@ class CommittedCall:
     ) -> None:
         # By hand, with the slots' own setters: attrs' frozen __init__ goes through
         # object.__setattr__ for every field.
-        _fill(self, index, call, result, synthetic, mode)
+        _SET_INDEX(self, index)
+        _SET_CALL(self, call)
+        _SET_RESULT(self, result)
+        _SET_SYNTHETIC(self, synthetic)
+        _SET_MODE(self, mode)
 
 
 def committed_call(
     index: int, call: ModelToolCall, result: ToolResult, synthetic: bool, mode: ExecutionMode | None
 ) -> CommittedCall:
-    """``CommittedCall(...)`` for the driver, which builds one per committed call: positional,
-    and without the class call's keyword arguments and ``__init__`` frame."""
+    """``CommittedCall(...)`` for the driver, which builds one per committed call: its
+    ``__init__`` called as a function, without the class call (a type call that packs the
+    keywords into a dict for ``__init__``)."""
     self: CommittedCall = _new(CommittedCall)
-    _fill(self, index, call, result, synthetic, mode)
+    _init(self, index=index, call=call, result=result, synthetic=synthetic, mode=mode)
     return self
 
 
-def _fill(
-    self: CommittedCall,
-    index: int,
-    call: ModelToolCall,
-    result: ToolResult,
-    synthetic: bool,
-    mode: ExecutionMode | None,
-) -> None:
-    _SET_INDEX(self, index)
-    _SET_CALL(self, call)
-    _SET_RESULT(self, result)
-    _SET_SYNTHETIC(self, synthetic)
-    _SET_MODE(self, mode)
-
-
 _new = object.__new__
+_init = CommittedCall.__init__
 _SET_INDEX, _SET_CALL, _SET_RESULT, _SET_SYNTHETIC, _SET_MODE = (
     vars(CommittedCall)[name].__set__ for name in ("index", "call", "result", "synthetic", "mode")
 )
