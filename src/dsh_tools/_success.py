@@ -2,19 +2,21 @@
 
 from __future__ import annotations
 
+import json
 from typing import TYPE_CHECKING, Any, Final
 
-from ._content import ImageContent, TextContent
+from ._content import ImageContent, TextContent, text_block
 from ._definition import close_awaitable
 from ._errors import ToolOutputError, normalize_message
-from ._json import freeze_json
+from ._json import JsonValue, freeze_json
 from ._results import ToolResult, blocks_lossless
 
 if TYPE_CHECKING:
     from ._calls import ExecState, ToolExecution
+    from ._content import ContentBlock
     from ._definition import ToolDefinition
 
-__all__ = ["RESULT_NOT_LOSSLESS", "as_blocks", "build_success"]
+__all__ = ["RESULT_NOT_LOSSLESS", "as_blocks", "build_success", "default_render"]
 
 RESULT_NOT_LOSSLESS: Final = "tool result must be losslessly JSON-serializable"
 
@@ -37,22 +39,13 @@ def build_success(
     if violations:
         raise ToolOutputError(name, violations)
     arguments = execution.arguments
+    render = output.render
     try:
-        blocks = output.render(arguments, frozen)
+        blocks = render(arguments, frozen)
     except Exception as exc:
         raise ToolOutputError(name, [f"output.render failed: {normalize_message(exc)}"]) from exc
-    content = as_blocks(blocks)
-    if content is None:
-        close_awaitable(blocks)
-        raise ToolOutputError(
-            name,
-            [
-                f"output.render returned {type(blocks).__name__}; "
-                "expected a sequence of content blocks"
-            ],
-        )
-    if not blocks_lossless(content):
-        raise ToolOutputError(name, ["output.render returned non-lossless JSON"])
+    # The default renderer's blocks are text blocks of lossless strings: nothing to check.
+    content = tuple(blocks) if render is default_render else _checked_blocks(name, blocks)
     meta = None
     presentation_meta = output.presentation_meta
     if presentation_meta is not None and execution.parent is None:
@@ -75,6 +68,50 @@ def build_success(
     # stage 4 need not check this very object again.
     state.lossless = result
     return result
+
+
+def _checked_blocks(name: str, blocks: object) -> tuple[Any, ...]:
+    content = as_blocks(blocks)
+    if content is None:
+        close_awaitable(blocks)
+        raise ToolOutputError(
+            name,
+            [
+                f"output.render returned {type(blocks).__name__}; "
+                "expected a sequence of content blocks"
+            ],
+        )
+    if not blocks_lossless(content):
+        raise ToolOutputError(name, ["output.render returned non-lossless JSON"])
+    return content
+
+
+_JSON_CONSTANTS: Final = {None: "null", True: "true", False: "false"}
+
+
+def default_render(args: JsonValue, value: JsonValue) -> list[ContentBlock]:
+    """``@tool``'s renderer when none is given: a text block of the value, a ``str`` as it
+    is, anything else as its JSON text (``indent=2``). Its blocks hold only lossless
+    strings (the frozen value's own, or JSON text written from it)."""
+    kind = type(value)
+    if kind is str:
+        return [text_block(value)]
+    # A scalar prints the same with or without indent=, but indent= makes json.dumps take its
+    # pure-Python encoder (3 µs for an int): write the scalar's JSON text directly, as json's
+    # own encoder does (a frozen float is finite, so its repr is its JSON text).
+    if kind is int or kind is float:
+        return [text_block(repr(value))]
+    if kind is bool or value is None:
+        return [text_block(_JSON_CONSTANTS[value])]
+    try:
+        return [TextContent(json.dumps(value, ensure_ascii=False, indent=2))]
+    except RecursionError:
+        # json.dumps recurses once per level; the value itself is valid (it was frozen and
+        # validated iteratively), it is only too deep to print this way.
+        raise ValueError(
+            "the value is nested too deeply to render as indented JSON; "
+            "pass render= to present it another way"
+        ) from None
 
 
 def as_blocks(blocks: object) -> tuple[Any, ...] | None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import inspect
-import json
 import re
 import typing
 from collections.abc import Awaitable, Callable, Sequence
@@ -12,7 +11,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Final, final, overload
 
 from ._annotations import UnsupportedAnnotation, json_default, schema_for
 from ._calls import ToolRunContext
-from ._content import ContentBlock, TextContent, text_block
+from ._content import ContentBlock
 from ._convert import converter
 from ._define import Classifier, FinalizeContent, build_validating_tool
 from ._definition import Output, ToolDefinition
@@ -20,10 +19,10 @@ from ._errors import ToolArgsError, ToolOutputError, normalize_message
 from ._exception_groups import leaves
 from ._json import FrozenDict, freeze_json
 from ._structure_fast import Plan, compile_fit, fast_structurer
+from ._success import default_render
 from ._sync_body import async_body
 
 if TYPE_CHECKING:
-    from ._json import JsonValue
     from ._schema_validate import CompiledSchema
 
 __all__ = ["tool"]
@@ -281,7 +280,7 @@ def _make_tool(fn: ToolFunction, options: _Options) -> ToolDefinition:
 
     output = Output(
         schema=_schema_of(label, hints.get("return", Any), "return"),
-        render=_default_render if options.render is None else options.render,
+        render=default_render if options.render is None else options.render,
         presentation_meta=options.presentation_meta,
     )
     return build_validating_tool(
@@ -316,31 +315,6 @@ def _shown(value: object) -> str:
         return repr(value)
     except Exception:
         return f"<{type(value).__name__} that cannot be printed>"
-
-
-_JSON_CONSTANTS: Final = {None: "null", True: "true", False: "false"}
-
-
-def _default_render(args: JsonValue, value: JsonValue) -> list[ContentBlock]:
-    kind = type(value)
-    if kind is str:
-        return [text_block(value)]
-    # A scalar prints the same with or without indent=, but indent= makes json.dumps take its
-    # pure-Python encoder (3 µs for an int): write the scalar's JSON text directly, as json's
-    # own encoder does (a frozen float is finite, so its repr is its JSON text).
-    if kind is int or kind is float:
-        return [text_block(repr(value))]
-    if kind is bool or value is None:
-        return [text_block(_JSON_CONSTANTS[value])]
-    try:
-        return [TextContent(json.dumps(value, ensure_ascii=False, indent=2))]
-    except RecursionError:
-        # json.dumps recurses once per level; the value itself is valid (it was frozen and
-        # validated iteratively), it is only too deep to print this way.
-        raise ValueError(
-            "the value is nested too deeply to render as indented JSON; "
-            "pass render= to present it another way"
-        ) from None
 
 
 def _structure(value: object, annotation: Any) -> object:
