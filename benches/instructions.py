@@ -16,9 +16,14 @@ of ``@tool`` calls with validated arguments, ``d`` ``runtime.execute`` in a loop
 the realistic scenario's calls (``benches.realistic``: ~2 KB arguments into typed
 parameters) in batches of 20, with a body that does not sleep; ``R`` the same with a
 ``JsonlSessionLog`` sink (a temporary file); ``f`` is their floor: the same batches as raw
-trio tasks that each ``json.loads`` their text. All three build their argument texts as
-they go: ``g`` builds only the texts, to be subtracted. ``F`` is the per-call floor ``F0``
-of ``benches.overhead``: one no-op trio task per call in one nursery. ``w`` is a batch of
+trio tasks that each ``json.loads`` their text. ``s`` and ``S`` are the realistic scenario
+itself, sleeps included (``benches.realistic``'s own dsh-trio system and raw trio floor, in
+batches of 20): the stable stand-in for its CPU-time target, whose samples move by ±30 %
+on a 2-core machine (a sleeping process's wake-ups cost what the host makes them cost);
+their counts depend a little on timing (about 1 % from run to run). All of these build
+their argument texts as they go: ``g`` builds only the texts, to be subtracted. ``F`` is
+the per-call floor ``F0`` of ``benches.overhead``: one no-op trio task per call in one
+nursery. ``w`` is a batch of
 raw calls whose body waits once (a checkpoint), so each gets a task of its own (the
 makespan scenario's path), and ``W`` its floor: one trio task per call that waits once.
 None of these is in the default.
@@ -127,6 +132,11 @@ async def _realistic(runtime: ToolRuntime, n: int, log: Path | None) -> None:
             sink.close()
 
 
+def _batches(n: int) -> list[tuple[str, ...]]:
+    texts = [realistic.arguments(i) for i in range(n)]
+    return [tuple(texts[start : start + 20]) for start in range(0, n, 20)]
+
+
 async def workload(n: int, mode: str) -> None:
     """Ten warm-up calls, then ``n`` calls of each system named in ``mode``."""
     runtime = ToolRuntime()
@@ -164,6 +174,10 @@ async def workload(n: int, mode: str) -> None:
     if "R" in mode:
         with tempfile.TemporaryDirectory() as folder:
             await _realistic(runtime, n, Path(folder) / "log.jsonl")
+    if "s" in mode:
+        await realistic.dsh_system(realistic.model_calls(_batches(n)), None)
+    if "S" in mode:
+        await realistic.trio_floor(_batches(n))
 
 
 def main(argv: list[str]) -> None:

@@ -47,7 +47,17 @@ from ._harness import Stats, fmt_ratio, fmt_us, markdown_table, settle_heap
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
-__all__ = ["SYSTEMS", "RealisticResult", "arguments", "available", "measure", "report"]
+__all__ = [
+    "SYSTEMS",
+    "RealisticResult",
+    "arguments",
+    "available",
+    "dsh_system",
+    "measure",
+    "model_calls",
+    "report",
+    "trio_floor",
+]
 
 #: System key → label, in table order.
 SYSTEMS: Final = {
@@ -136,7 +146,8 @@ def _texts(batches: int, calls: int) -> Texts:
     return [tuple(arguments(b * calls + i) for i in range(calls)) for b in range(batches)]
 
 
-def _model_calls(texts: Texts) -> list[tuple[ModelToolCall, ...]]:
+def model_calls(texts: Texts) -> list[tuple[ModelToolCall, ...]]:
+    """The batches of argument texts as the model's calls of the ``search`` tool."""
     return [
         tuple(
             ModelToolCall(call_id=f"c{b}-{i}", name="search", arguments=text)
@@ -146,7 +157,8 @@ def _model_calls(texts: Texts) -> list[tuple[ModelToolCall, ...]]:
     ]
 
 
-async def _dsh(batches: list[tuple[ModelToolCall, ...]], log: Path | None) -> None:
+async def dsh_system(batches: list[tuple[ModelToolCall, ...]], log: Path | None) -> None:
+    """The ``dsh`` system (``dsh+log`` with a ``log`` path): one ``run_tool_calls`` per batch."""
     runtime = ToolRuntime()
     runtime.register(_search)
     sink = None if log is None else JsonlSessionLog(log)
@@ -163,7 +175,9 @@ async def _dsh(batches: list[tuple[ModelToolCall, ...]], log: Path | None) -> No
 # -- the floors ----------------------------------------------------------------------------
 
 
-async def _trio_floor(batches: Texts) -> None:
+async def trio_floor(batches: Texts) -> None:
+    """The ``trio`` floor: a nursery per batch, a task per call (``json.loads``, then sleep)."""
+
     async def one(text: str) -> None:
         args = json.loads(text)
         await trio.sleep(args["sleep_ms"] / 1000)
@@ -288,16 +302,16 @@ def available(*, peers: bool) -> list[str]:
 def _sample(key: str, batches: Texts, folder: Path) -> tuple[float, float]:
     """Run every batch once with system ``key``; return (wall, CPU) seconds."""
     runner: Callable[[], Any]
-    calls = _model_calls(batches)  # untimed
+    calls = model_calls(batches)  # untimed
     if key == "trio":
-        runner = lambda: trio.run(_trio_floor, batches)  # noqa: E731
+        runner = lambda: trio.run(trio_floor, batches)  # noqa: E731
     elif key == "asyncio":
         runner = lambda: asyncio.run(_asyncio_floor(batches))  # noqa: E731
     elif key == "dsh":
-        runner = lambda: trio.run(_dsh, calls, None)  # noqa: E731
+        runner = lambda: trio.run(dsh_system, calls, None)  # noqa: E731
     elif key == "dsh+log":
         log = folder / f"log-{time.perf_counter_ns()}.jsonl"
-        runner = lambda: trio.run(_dsh, calls, log)  # noqa: E731
+        runner = lambda: trio.run(dsh_system, calls, log)  # noqa: E731
     elif key == "pydantic-ai":
         runner = lambda: asyncio.run(_pydantic_ai(batches))  # noqa: E731
     else:

@@ -355,3 +355,19 @@ def test_l102_code_wasi_scenario_at_a_tiny_size(wasi_cache_dir: Path) -> None:
         assert f"| {name} |" in text
     assert "| P2 | cold start / warm start | – | ≥ 20.0 | not measured |" in text
     assert "3 gathered 10 ms calls / 3 sequential" in text
+
+
+def test_the_instruction_count_workload_runs_every_mode() -> None:
+    # In a child process, as valgrind runs it (modes s and S sleep for real).
+    import subprocess
+
+    root = Path(__file__).resolve().parent.parent
+    done = subprocess.run(
+        [sys.executable, "-m", "benches.instructions", "40", "acdFwWgfrRsS"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
