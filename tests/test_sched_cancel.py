@@ -1031,3 +1031,31 @@ async def test_a_sink_cancelling_the_caller_as_a_call_starts_stops_it_before_its
         (ABORTED_BEFORE_DISPATCH, False),
         (ABORTED_BEFORE_DISPATCH, True),
     ]
+
+
+async def test_a_sink_cancelling_the_caller_as_an_unknown_tool_call_starts_aborts_it() -> None:
+    """Review finding on decision 115: with ``prepare`` skipped, a caller cancelled by the
+    sink at an unknown tool's ``on_call`` no longer gets the cancel point of stage 1; the
+    call reaches check D1 (tool lookup, no checkpoint) before check D2 and ends
+    ``UNKNOWN_TOOL`` instead of ``ABORTED_BEFORE_DISPATCH`` (what ba0276a recorded, and
+    what a pre-execute hook, which makes the lane await ``prepare``, still gives)."""
+    runtime = ToolRuntime()
+    steps: list[str] = []
+    inner = StepSink(steps)
+
+    class CancelAtStart:
+        def on_call(self, event: Any) -> None:
+            inner.on_call(event)
+            scope.cancel()
+
+        def on_result(self, event: Any) -> None:
+            inner.on_result(event)
+
+        def on_context(self, event: Any) -> None:
+            inner.on_context(event)
+
+    with trio.CancelScope() as scope:
+        await run_tool_calls(runtime, calls("nope:c1"), sink=CancelAtStart())
+    assert scope.cancelled_caught
+    committed = [event for event in inner.events if isinstance(event, CallCommitted)]
+    assert [code(event.result) for event in committed] == [ABORTED_BEFORE_DISPATCH]
