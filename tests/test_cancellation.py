@@ -19,6 +19,7 @@ import trio
 import trio.testing
 
 from dsh_tools import (
+    ABORTED_BEFORE_DISPATCH,
     TOOL_DENIED,
     Abort,
     AbortError,
@@ -1402,3 +1403,24 @@ async def test_c039_every_denial_carries_tool_denied(path: str) -> None:
     assert result.error is not None
     assert result.error.info is not None
     assert result.error.info.code == TOOL_DENIED
+
+
+async def test_a_caller_cancelled_before_dispatch_wins_over_an_unknown_tool() -> None:
+    # Decision 115: check D2 comes before an unknown tool's error. A pre-execute hook that
+    # cancels the caller's scope: the call's result is ABORTED_BEFORE_DISPATCH (observers
+    # see it), not UNKNOWN_TOOL, and the Cancelled propagates.
+    runtime = ToolRuntime()
+    seen: list[ToolResult] = []
+    runtime.on_result(lambda execution, result: seen.append(result))
+
+    async def cancel_then_allow(execution: ToolExecution, call_next: Any) -> PreDecision:
+        scope.cancel()
+        return await call_next()  # type: ignore[no-any-return]
+
+    runtime.on_pre_execute(cancel_then_allow)
+    with trio.CancelScope() as scope:
+        await runtime.execute(ToolCall(call_id="c1", name="nope"))
+    assert scope.cancelled_caught
+    assert [r.error.info.code for r in seen if r.error and r.error.info] == [
+        ABORTED_BEFORE_DISPATCH
+    ]

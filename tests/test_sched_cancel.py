@@ -1033,13 +1033,21 @@ async def test_a_sink_cancelling_the_caller_as_a_call_starts_stops_it_before_its
     ]
 
 
-async def test_a_sink_cancelling_the_caller_as_an_unknown_tool_call_starts_aborts_it() -> None:
-    """Review finding on decision 115: with ``prepare`` skipped, a caller cancelled by the
-    sink at an unknown tool's ``on_call`` no longer gets the cancel point of stage 1; the
-    call reaches check D1 (tool lookup, no checkpoint) before check D2 and ends
-    ``UNKNOWN_TOOL`` instead of ``ABORTED_BEFORE_DISPATCH`` (what ba0276a recorded, and
-    what a pre-execute hook, which makes the lane await ``prepare``, still gives)."""
+@pytest.mark.parametrize("hooked", [False, True])
+async def test_a_sink_cancelling_the_caller_as_an_unknown_tool_call_starts_aborts_it(
+    hooked: bool,
+) -> None:
+    """Decision 115: a cancellation requested before dispatch wins over an unknown tool's
+    error, whether stage 1 is skipped (no hook) or awaited (a pre-execute hook): check D2
+    comes before the tool's lookup fails. (A review found the skipped stage 1 giving
+    ``UNKNOWN_TOOL`` here before D2 moved.)"""
     runtime = ToolRuntime()
+    if hooked:
+
+        async def allow(execution: ToolExecution, call_next: Any) -> PreDecision:
+            return await call_next()  # type: ignore[no-any-return]
+
+        runtime.on_pre_execute(allow)
     steps: list[str] = []
     inner = StepSink(steps)
 

@@ -126,12 +126,13 @@ async def run_body_in_own_scope(execution: ToolExecution) -> ToolResult:
     if abort._aborted:  # check D1
         return aborted_result(False, (), abort._reason)
     defn = state.runtime._registry.resolve(execution.name, execution.scope)
+    # Check D2: an enclosing scope (a wrapper's, the caller's) already cancelled raises here,
+    # before the body, and before an unknown tool's error: a cancellation requested before
+    # dispatch wins either way (decision 115). It does not yield otherwise, so the Abort
+    # cannot fire before the scope below is registered.
+    await trio.lowlevel.checkpoint_if_cancelled()
     if defn is None:
         return error_result(ToolNotFoundError(execution.name))
-    # Check D2: an enclosing scope (a wrapper's, the caller's) already cancelled raises here,
-    # before the body. It does not yield otherwise, so the Abort cannot fire before the
-    # scope below is registered.
-    await trio.lowlevel.checkpoint_if_cancelled()
     value: object = NO_VALUE
     # The per-call cancel scope, linked to the Abort: what Abort.move_on_abort() does,
     # inlined because this is the hot path. No checkpoint since check D1, so the Abort cannot

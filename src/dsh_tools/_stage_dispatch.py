@@ -155,17 +155,18 @@ async def _dispatch_shared(
         state.active = True
         # Check D1, then the live definition (as run_body_in_own_scope does).
         defn: Any = None if abort._aborted else registry.resolve(execution.name, scope)
-        if defn is None:
-            if fired(abort):
-                result = aborted_result(False, (), abort._reason)
-            else:
-                result = error_result(ToolNotFoundError(execution.name))
+        if defn is None and fired(abort):
+            result = aborted_result(False, (), abort._reason)
         else:
-            # Check D2. The shared scope is cancelled only by the Abort, which check D1 just
-            # saw unfired with no checkpoint since: only an enclosing scope can raise here.
+            # Check D2, for an unknown tool too (decision 115). The shared scope is cancelled
+            # only by the Abort, which check D1 just saw unfired with no checkpoint since:
+            # only an enclosing scope can raise here.
             await trio.lowlevel.checkpoint_if_cancelled()
-            value = await run_body(state, execution, defn, True)
-            result = body_outcome(state, execution, defn, value)
+            if defn is None:
+                result = error_result(ToolNotFoundError(execution.name))
+            else:
+                value = await run_body(state, execution, defn, True)
+                result = body_outcome(state, execution, defn, value)
     except Exception as exc:
         return needs_finish(state, execution, error_result(exc))
     finally:
