@@ -974,6 +974,33 @@ async def test_s044_a_sink_interrupting_on_a_synthetic_result_completes_that_pai
     assert sink_steps == ["call c1", "result c1", "call c2", "result c2"]
 
 
+class OnCall:
+    """A :class:`StepSink` (``inner``) that runs ``act()`` at the ``on_call`` of ``call_id``."""
+
+    def __init__(self, call_id: str, act: Callable[[], object]) -> None:
+        self.inner = StepSink([])
+        self.call_id = call_id
+        self.act = act
+
+    def on_call(self, event: Any) -> None:
+        self.inner.on_call(event)
+        if event.call.call_id == self.call_id:
+            self.act()
+
+    def on_result(self, event: Any) -> None:
+        self.inner.on_result(event)
+
+    def on_context(self, event: Any) -> None:
+        self.inner.on_context(event)
+
+    def committed(self) -> list[CallCommitted]:
+        return [event for event in self.inner.events if isinstance(event, CallCommitted)]
+
+
+async def _allow(execution: ToolExecution, call_next: Any) -> PreDecision:
+    return await call_next()  # type: ignore[no-any-return]
+
+
 @pytest.mark.parametrize("hook", [None, "pre", "post"])
 async def test_a_sink_cancelling_the_caller_as_a_call_starts_stops_it_before_its_body(
     hook: str | None,
@@ -992,41 +1019,28 @@ async def test_a_sink_cancelling_the_caller_as_a_call_starts_stops_it_before_its
 
     runtime.register(raw_tool("r", body, is_concurrency_safe=True))
     if hook == "pre":
-
-        async def allow(execution: ToolExecution, call_next: Any) -> PreDecision:
-            return await call_next()  # type: ignore[no-any-return]
-
-        runtime.on_pre_execute(allow)
+        runtime.on_pre_execute(_allow)
     elif hook == "post":
 
         async def accept(execution: ToolExecution, result: ToolResult, call_next: Any) -> Any:
             return await call_next()
 
         runtime.on_post_execute(accept)
-    steps: list[str] = []
-    inner = StepSink(steps)
-
-    class CancelAtSecondStart:
-        def on_call(self, event: Any) -> None:
-            inner.on_call(event)
-            if event.call.call_id == "c2":
-                scope.cancel()
-
-        def on_result(self, event: Any) -> None:
-            inner.on_result(event)
-
-        def on_context(self, event: Any) -> None:
-            inner.on_context(event)
-
-    with trio.CancelScope() as scope:
-        await run_tool_calls(
-            runtime, calls("r:c1", "r:c2", "r:c3"), max_parallel=3, sink=CancelAtSecondStart()
-        )
+    scope = trio.CancelScope()
+    sink = OnCall("c2", scope.cancel)
+    with scope:
+        await run_tool_calls(runtime, calls("r:c1", "r:c2", "r:c3"), max_parallel=3, sink=sink)
     assert scope.cancelled_caught
     assert ran == []
-    assert steps == ["call c1", "call c2", "result c1", "result c2", "call c3", "result c3"]
-    committed = [event for event in inner.events if isinstance(event, CallCommitted)]
-    assert [(code(event.result), event.synthetic) for event in committed] == [
+    assert sink.inner.steps == [
+        "call c1",
+        "call c2",
+        "result c1",
+        "result c2",
+        "call c3",
+        "result c3",
+    ]
+    assert [(code(event.result), event.synthetic) for event in sink.committed()] == [
         (ABORTED_BEFORE_DISPATCH, False),
         (ABORTED_BEFORE_DISPATCH, False),
         (ABORTED_BEFORE_DISPATCH, True),
@@ -1043,27 +1057,43 @@ async def test_a_sink_cancelling_the_caller_as_an_unknown_tool_call_starts_abort
     ``UNKNOWN_TOOL`` here before D2 moved.)"""
     runtime = ToolRuntime()
     if hooked:
-
-        async def allow(execution: ToolExecution, call_next: Any) -> PreDecision:
-            return await call_next()  # type: ignore[no-any-return]
-
-        runtime.on_pre_execute(allow)
-    steps: list[str] = []
-    inner = StepSink(steps)
-
-    class CancelAtStart:
-        def on_call(self, event: Any) -> None:
-            inner.on_call(event)
-            scope.cancel()
-
-        def on_result(self, event: Any) -> None:
-            inner.on_result(event)
-
-        def on_context(self, event: Any) -> None:
-            inner.on_context(event)
-
-    with trio.CancelScope() as scope:
-        await run_tool_calls(runtime, calls("nope:c1"), sink=CancelAtStart())
+        runtime.on_pre_execute(_allow)
+    scope = trio.CancelScope()
+    sink = OnCall("c1", scope.cancel)
+    with scope:
+        await run_tool_calls(runtime, calls("nope:c1"), sink=sink)
     assert scope.cancelled_caught
-    committed = [event for event in inner.events if isinstance(event, CallCommitted)]
-    assert [code(event.result) for event in committed] == [ABORTED_BEFORE_DISPATCH]
+    assert [code(event.result) for event in sink.committed()] == [ABORTED_BEFORE_DISPATCH]
+
+
+@pytest.mark.parametrize("hooked", [False, True])
+async def test_an_abort_fired_as_a_call_starts_ends_it_before_post_execute(hooked: bool) -> None:
+    """Decision 115: the lane's synchronous stage 1 still makes check A. An Abort fired by
+    the sink at a call's ``on_call`` ends that call in stage 1 (``ABORTED_BEFORE_DISPATCH``,
+    final: the post-execute hook does not see it), as ``prepare`` does with a pre-execute
+    hook registered; the calls after it are never started."""
+    runtime = ToolRuntime()
+    ran: list[str] = []
+    posted: list[str] = []
+
+    async def body(args: object, ctx: Any) -> object:
+        ran.append(ctx.call_id)
+        return "ok"
+
+    async def post(execution: ToolExecution, result: ToolResult, call_next: Any) -> Any:
+        posted.append(execution.call_id)
+        return await call_next()
+
+    runtime.register(raw_tool("r", body, is_concurrency_safe=True))
+    runtime.on_post_execute(post)
+    if hooked:
+        runtime.on_pre_execute(_allow)
+    abort = Abort()
+    sink = OnCall("c1", abort.abort)
+    outcome = await run_tool_calls(runtime, calls("r:c1", "r:c2"), abort=abort, sink=sink)
+    assert outcome.aborted
+    assert (ran, posted) == ([], [])
+    assert [(code(event.result), event.synthetic) for event in sink.committed()] == [
+        (ABORTED_BEFORE_DISPATCH, False),
+        (ABORTED_BEFORE_DISPATCH, True),
+    ]

@@ -26,6 +26,7 @@ from ._steps import (
     fired,
     needs_finalize,
     needs_finish,
+    ready_to_dispatch,
     require,
 )
 from ._success import build_success
@@ -147,8 +148,7 @@ async def _dispatch_shared(
     if registry.hooks("execute", scope):
         # Stage 2 starts now, and a wrapper was registered since the driver chose this
         # path: hand the call back, still ready, for dispatch() outside the shared scope.
-        state.stage = Stage.READY
-        return ReadyToDispatch(execution)
+        return ready_to_dispatch(state, execution)
     abort = execution.abort
     try:
         # Only while this frame runs (a coroutine never run leaves the call finishable).

@@ -151,8 +151,7 @@ async def prepare(execution: ToolExecution) -> ReadyToDispatch | NeedsFinalize |
             hooks = registry.global_owner.fns["pre"]
             if not hooks:
                 # Nothing can deny or await, so the Abort cannot have fired since check A.
-                state.stage = Stage.READY
-                return ReadyToDispatch(execution)
+                return ready_to_dispatch(state, execution)
         try:
             hooks = registry.hooks("pre", scope)
             decision = await _run_pre(hooks, 0, execution) if hooks else _ALLOW
@@ -177,8 +176,7 @@ async def prepare(execution: ToolExecution) -> ReadyToDispatch | NeedsFinalize |
                 return needs_finalize(state, execution, aborted_result(False, (), abort._reason))
         except Exception as exc:
             return needs_finish(state, execution, error_result(exc))
-        state.stage = Stage.READY
-        return ReadyToDispatch(execution)
+        return ready_to_dispatch(state, execution)
     finally:
         state.active = False
 

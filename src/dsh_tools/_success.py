@@ -8,13 +8,14 @@ from typing import TYPE_CHECKING, Any, Final
 from ._content import ImageContent, TextContent, text_block
 from ._definition import close_awaitable
 from ._errors import ToolOutputError, normalize_message
-from ._json import JsonValue, freeze_json
+from ._json import freeze_json
 from ._results import ToolResult, blocks_lossless
 
 if TYPE_CHECKING:
     from ._calls import ExecState, ToolExecution
     from ._content import ContentBlock
     from ._definition import ToolDefinition
+    from ._json import JsonValue
 
 __all__ = ["RESULT_NOT_LOSSLESS", "as_blocks", "build_success", "default_render"]
 
