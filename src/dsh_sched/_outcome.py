@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import final
+from typing import Any, final
 
 import attrs
 
@@ -13,9 +13,22 @@ from ._calls import ModelToolCall
 __all__ = ["BatchOutcome", "BatchStatistics", "CommittedCall"]
 
 
+class _CommittedSlots:
+    """:class:`CommittedCall`'s slots, writable: :func:`committed_call` fills them.
+
+    The driver builds a ``CommittedCall`` per committed call. A frozen attrs class writes
+    each field through ``object.__setattr__``; so ``CommittedCall`` takes its slots from
+    this plain class (attrs reuses a base's slots), and :func:`committed_call` builds an
+    instance of it with plain stores, then makes it a ``CommittedCall`` by assigning its
+    ``__class__`` (the layouts are the same). ``dsh_tools`` builds its per-call values so.
+    """
+
+    __slots__ = ("__weakref__", "call", "index", "mode", "result", "synthetic")
+
+
 @final
-@attrs.frozen(kw_only=True, init=False)
-class CommittedCall:
+@attrs.frozen(kw_only=True)
+class CommittedCall(_CommittedSlots):
     """One call's committed result, as the batch iterator and the outcome report it.
 
     Attributes:
@@ -32,40 +45,27 @@ class CommittedCall:
     synthetic: bool
     mode: ExecutionMode | None
 
-    def __init__(
-        self,
-        *,
-        index: int,
-        call: ModelToolCall,
-        result: ToolResult,
-        synthetic: bool,
-        mode: ExecutionMode | None,
-    ) -> None:
-        # By hand, with the slots' own setters: attrs' frozen __init__ goes through
-        # object.__setattr__ for every field.
-        _SET_INDEX(self, index)
-        _SET_CALL(self, call)
-        _SET_RESULT(self, result)
-        _SET_SYNTHETIC(self, synthetic)
-        _SET_MODE(self, mode)
+
+if vars(CommittedCall).get("__slots__") != ():  # pragma: no cover - attrs reuses the base's
+    raise TypeError("CommittedCall must take all its slots from _CommittedSlots")
 
 
 def committed_call(
     index: int, call: ModelToolCall, result: ToolResult, synthetic: bool, mode: ExecutionMode | None
 ) -> CommittedCall:
-    """``CommittedCall(...)`` for the driver, which builds one per committed call: its
-    ``__init__`` called as a function, without the class call (a type call that packs the
-    keywords into a dict for ``__init__``)."""
-    self: CommittedCall = _new(CommittedCall)
-    _init(self, index=index, call=call, result=result, synthetic=synthetic, mode=mode)
-    return self
+    """``CommittedCall(...)`` for the driver, which builds one per committed call, without
+    the class call and the frozen class's setters (see :class:`_CommittedSlots`)."""
+    self: Any = _new(_CommittedSlots)
+    self.index = index
+    self.call = call
+    self.result = result
+    self.synthetic = synthetic
+    self.mode = mode
+    self.__class__ = CommittedCall
+    return self  # type: ignore[no-any-return]
 
 
 _new = object.__new__
-_init = CommittedCall.__init__
-_SET_INDEX, _SET_CALL, _SET_RESULT, _SET_SYNTHETIC, _SET_MODE = (
-    vars(CommittedCall)[name].__set__ for name in ("index", "call", "result", "synthetic", "mode")
-)
 
 
 @final

@@ -11,7 +11,7 @@ from ._abort import Abort
 from ._content import UserMessage
 from ._json import JsonValue
 from ._scope import Scope
-from ._slots import slot_setter
+from ._slots import sealable, slot_setter
 
 if TYPE_CHECKING:
     from ._results import ToolResult
@@ -58,9 +58,25 @@ def _wrong_type(field: str, expected: str, value: object) -> NoReturn:
     raise TypeError(f"ToolCall.{field} must be {expected}, got {type(value).__name__}")
 
 
+class _ToolCallSlots:
+    """:class:`ToolCall`'s slots, writable: :func:`unchecked_tool_call` fills them (``_slots``)."""
+
+    __slots__ = (
+        "__weakref__",
+        "abort",
+        "arguments",
+        "call_id",
+        "name",
+        "parent",
+        "root_call_id",
+        "scope",
+    )
+
+
 @final
+@sealable
 @attrs.frozen(kw_only=True, init=False)
-class ToolCall:
+class ToolCall(_ToolCallSlots):
     """One request to run a tool.
 
     Args:
@@ -145,15 +161,16 @@ def unchecked_tool_call(
     options and ``ModelToolCall`` its own fields): every field must have exactly the type
     ``ToolCall()`` requires, or the call misbehaves later instead of failing here.
     """
-    call: ToolCall = object.__new__(ToolCall)
-    _SET_CALL_CALL_ID(call, call_id)
-    _SET_CALL_NAME(call, name)
-    _SET_CALL_ARGUMENTS(call, arguments)
-    _SET_CALL_SCOPE(call, scope)
-    _SET_CALL_ABORT(call, abort)
-    _SET_CALL_ROOT_CALL_ID(call, root_call_id)
-    _SET_CALL_PARENT(call, parent)
-    return call
+    call: Any = _new(_ToolCallSlots)
+    call.call_id = call_id
+    call.name = name
+    call.arguments = arguments
+    call.scope = scope
+    call.abort = abort
+    call.root_call_id = root_call_id
+    call.parent = parent
+    call.__class__ = ToolCall  # sealed: from here on a frozen ToolCall (see _slots)
+    return call  # type: ignore[no-any-return]
 
 
 class Stage:
@@ -224,9 +241,27 @@ class ExecState:
         return any(result is r for r in canonical)
 
 
+class _ExecutionSlots:
+    """:class:`ToolExecution`'s slots, writable: ``ToolExecution._make`` fills them (``_slots``)."""
+
+    __slots__ = (
+        "__weakref__",
+        "_state",
+        "abort",
+        "arguments",
+        "call_id",
+        "name",
+        "parent",
+        "root_call_id",
+        "scope",
+        "token",
+    )
+
+
 @final
+@sealable
 @attrs.frozen(kw_only=True, eq=False, init=False)
-class ToolExecution:
+class ToolExecution(_ExecutionSlots):
     """The runtime's frozen snapshot of one call; every stage of the call sees this object.
 
     Created only by the runtime. ``arguments`` is frozen JSON (``None`` when the arguments
@@ -254,33 +289,25 @@ class ToolExecution:
         arguments: JsonValue,
         state: ExecState,
     ) -> ToolExecution:
-        self = object.__new__(cls)
+        self: Any = _new(_ExecutionSlots)
         call_id = call.call_id
         root = call.root_call_id
-        _SET_CALL_ID(self, call_id)
-        _SET_ROOT_CALL_ID(self, call_id if root is None else root)
-        _SET_NAME(self, call.name)
-        _SET_ARGUMENTS(self, arguments)
-        _SET_SCOPE(self, call.scope)
-        _SET_PARENT(self, call.parent)
-        _SET_ABORT(self, call.abort)
-        token = object.__new__(ExecutionToken)  # minted here: __init__ refuses users
+        self.call_id = call_id
+        self.root_call_id = call_id if root is None else root
+        self.name = call.name
+        self.arguments = arguments
+        self.scope = call.scope
+        self.parent = call.parent
+        self.abort = call.abort
+        token = _new(ExecutionToken)  # minted here: __init__ refuses users
         token._n = next(_token_numbers)
-        _SET_TOKEN(self, token)
-        _SET_STATE(self, state)
-        return self
+        self.token = token
+        self._state = state
+        self.__class__ = cls  # sealed: from here on a frozen ToolExecution (see _slots)
+        return self  # type: ignore[no-any-return]
 
 
-# The slots' own setters: the runtime fills a new execution without the frozen __setattr__.
-_SET_CALL_ID = slot_setter(ToolExecution, "call_id")
-_SET_ROOT_CALL_ID = slot_setter(ToolExecution, "root_call_id")
-_SET_NAME = slot_setter(ToolExecution, "name")
-_SET_ARGUMENTS = slot_setter(ToolExecution, "arguments")
-_SET_SCOPE = slot_setter(ToolExecution, "scope")
-_SET_PARENT = slot_setter(ToolExecution, "parent")
-_SET_ABORT = slot_setter(ToolExecution, "abort")
-_SET_TOKEN = slot_setter(ToolExecution, "token")
-_SET_STATE = slot_setter(ToolExecution, "_state")
+_new = object.__new__
 
 
 _INACTIVE = "tool call context is no longer active"

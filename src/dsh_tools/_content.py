@@ -9,7 +9,7 @@ from typing import Any, Literal, TypeAlias, final
 import attrs
 
 from ._json import FrozenDict, freeze_json
-from ._slots import slot_setter
+from ._slots import sealable, slot_setter
 
 __all__ = ["ContentBlock", "ImageContent", "TextContent", "UserMessage", "to_blocks"]
 
@@ -24,9 +24,16 @@ def _require_str(field: str) -> Any:
     return check
 
 
+class _TextSlots:
+    """:class:`TextContent`'s slot, writable: :func:`text_block` fills it (``_slots``)."""
+
+    __slots__ = ("__weakref__", "text")
+
+
 @final
+@sealable
 @attrs.frozen(init=False)
-class TextContent:
+class TextContent(_TextSlots):
     """A text block: ``{"type": "text", "text": ...}``.
 
     Example:
@@ -78,9 +85,10 @@ _new = object.__new__
 def text_block(text: str) -> TextContent:
     """``TextContent(text)`` for a ``text`` known to be a ``str``: without the class call and
     its ``__init__`` frame (the default renderer builds one per success)."""
-    block: TextContent = _new(TextContent)
-    _SET_TEXT(block, text)
-    return block
+    block: Any = _new(_TextSlots)
+    block.text = text
+    block.__class__ = TextContent  # sealed (see _slots)
+    return block  # type: ignore[no-any-return]
 
 
 #: A block of result content.

@@ -10,7 +10,7 @@ import attrs
 from ._content import ContentBlock, TextContent, UserMessage, to_blocks
 from ._errors import AbortError, ErrorCode, HarnessError, normalize_message
 from ._json import JsonValue, freeze_json, is_lossless_str
-from ._slots import slot_setter
+from ._slots import sealable
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -91,9 +91,25 @@ def _bool_validator(inst: object, attribute: attrs.Attribute[Any], value: object
         raise TypeError(f"ToolResult.{attribute.name} must be a bool, got {type(value).__name__}")
 
 
+class _ToolResultSlots:
+    """:class:`ToolResult`'s slots, writable: its trusted factories fill them (``_slots``)."""
+
+    __slots__ = (
+        "__weakref__",
+        "additional_contexts",
+        "concludes_turn",
+        "content",
+        "error",
+        "is_error",
+        "meta",
+        "value",
+    )
+
+
 @final
+@sealable
 @attrs.frozen(kw_only=True)
-class ToolResult:
+class ToolResult(_ToolResultSlots):
     """The frozen, lossless outcome of one call.
 
     Immutable all the way down: content and contexts are tuples of frozen blocks and
@@ -141,16 +157,17 @@ class ToolResult:
         concludes_turn: bool = False,
     ) -> ToolResult:
         """Build from fields that are already frozen and checked (the runtime's rebuilds)."""
-        self = object.__new__(cls)
-        # The slots' own descriptors: no converter, no validator, no frozen __setattr__.
-        _SET_IS_ERROR(self, is_error)
-        _SET_CONTENT(self, content)
-        _SET_VALUE(self, value)
-        _SET_ERROR(self, error)
-        _SET_META(self, meta)
-        _SET_CONTEXTS(self, additional_contexts)
-        _SET_CONCLUDES(self, concludes_turn)
-        return self
+        # No converter, no validator, no frozen __setattr__ (see _slots).
+        self: Any = _new(_ToolResultSlots)
+        self.is_error = is_error
+        self.content = content
+        self.value = value
+        self.error = error
+        self.meta = meta
+        self.additional_contexts = additional_contexts
+        self.concludes_turn = concludes_turn
+        self.__class__ = cls
+        return self  # type: ignore[no-any-return]
 
     @classmethod
     def _success(
@@ -161,15 +178,16 @@ class ToolResult:
         concludes_turn: bool,
     ) -> ToolResult:
         """:meth:`_trusted` for a fresh success (positional: the body's hot path)."""
-        self = object.__new__(cls)
-        _SET_IS_ERROR(self, False)
-        _SET_CONTENT(self, content)
-        _SET_VALUE(self, value)
-        _SET_ERROR(self, None)
-        _SET_META(self, meta)
-        _SET_CONTEXTS(self, ())
-        _SET_CONCLUDES(self, concludes_turn)
-        return self
+        self: Any = _new(_ToolResultSlots)
+        self.is_error = False
+        self.content = content
+        self.value = value
+        self.error = None
+        self.meta = meta
+        self.additional_contexts = ()
+        self.concludes_turn = concludes_turn
+        self.__class__ = cls
+        return self  # type: ignore[no-any-return]
 
     def to_json(self) -> dict[str, Any]:
         """Return the durable JSON form (``value`` is never written; empty fields are omitted)."""
@@ -189,13 +207,7 @@ class ToolResult:
         return structure_result(data)
 
 
-_SET_IS_ERROR = slot_setter(ToolResult, "is_error")
-_SET_CONTENT = slot_setter(ToolResult, "content")
-_SET_VALUE = slot_setter(ToolResult, "value")
-_SET_ERROR = slot_setter(ToolResult, "error")
-_SET_META = slot_setter(ToolResult, "meta")
-_SET_CONTEXTS = slot_setter(ToolResult, "additional_contexts")
-_SET_CONCLUDES = slot_setter(ToolResult, "concludes_turn")
+_new = object.__new__
 
 
 def error_info_of(exc: BaseException) -> ErrorInfo | None:

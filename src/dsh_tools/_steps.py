@@ -7,13 +7,13 @@ driver can only run the stage the call is ready for (runtime.md §13).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, final
+from typing import TYPE_CHECKING, Any, final
 
 import attrs
 
 from ._calls import Stage, ToolExecution
 from ._results import ToolResult
-from ._slots import slot_setter
+from ._slots import sealable
 
 if TYPE_CHECKING:
     from ._abort import Abort
@@ -30,17 +30,31 @@ __all__ = [
 ]
 
 
+class _ReadySlots:
+    """:class:`ReadyToDispatch`'s slot, writable: :func:`ready_to_dispatch` fills it."""
+
+    __slots__ = ("__weakref__", "execution")
+
+
+class _StepSlots:
+    """:class:`NeedsFinalize`'s slots, writable: :func:`needs_finalize` fills them."""
+
+    __slots__ = ("__weakref__", "execution", "result")
+
+
 @final
+@sealable
 @attrs.frozen
-class ReadyToDispatch:
+class ReadyToDispatch(_ReadySlots):
     """Stage 1 allowed the call: hand it to :func:`dispatch`."""
 
     execution: ToolExecution
 
 
 @final
+@sealable
 @attrs.frozen
-class NeedsFinalize:
+class NeedsFinalize(_StepSlots):
     """A result that still goes through post-execute: hand it to :func:`finalize`."""
 
     execution: ToolExecution
@@ -80,22 +94,21 @@ def needs_finish(state: ExecState, execution: ToolExecution, result: ToolResult)
 def needs_finalize(state: ExecState, execution: ToolExecution, result: ToolResult) -> NeedsFinalize:
     """End a stage with a result that goes through post-execute: stage 3 comes next."""
     state.stage = Stage.NEEDS_FINALIZE
-    # NeedsFinalize(execution, result) without attrs' frozen __setattr__: the hot path.
-    step = _new(NeedsFinalize)
-    _SET_FINALIZE_EXECUTION(step, execution)
-    _SET_FINALIZE_RESULT(step, result)
-    return step
+    # NeedsFinalize(execution, result) without attrs' frozen __setattr__ (see _slots).
+    step: Any = _new(_StepSlots)
+    step.execution = execution
+    step.result = result
+    step.__class__ = NeedsFinalize
+    return step  # type: ignore[no-any-return]
 
 
 def ready_to_dispatch(state: ExecState, execution: ToolExecution) -> ReadyToDispatch:
     """End stage 1 with the call allowed: stage 2 comes next."""
     state.stage = Stage.READY
-    step = _new(ReadyToDispatch)
-    _SET_READY_EXECUTION(step, execution)
-    return step
+    step: Any = _new(_ReadySlots)
+    step.execution = execution
+    step.__class__ = ReadyToDispatch
+    return step  # type: ignore[no-any-return]
 
 
 _new = object.__new__
-_SET_FINALIZE_EXECUTION = slot_setter(NeedsFinalize, "execution")
-_SET_FINALIZE_RESULT = slot_setter(NeedsFinalize, "result")
-_SET_READY_EXECUTION = slot_setter(ReadyToDispatch, "execution")
