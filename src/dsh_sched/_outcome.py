@@ -55,7 +55,7 @@ def committed_call(
 ) -> CommittedCall:
     """``CommittedCall(...)`` for the driver, which builds one per committed call, without
     the class call and the frozen class's setters (see :class:`_CommittedSlots`)."""
-    self: Any = _new(_CommittedSlots)
+    self: Any = _CommittedSlots()
     self.index = index
     self.call = call
     self.result = result
@@ -63,9 +63,6 @@ def committed_call(
     self.mode = mode
     self.__class__ = CommittedCall
     return self  # type: ignore[no-any-return]
-
-
-_new = object.__new__
 
 
 @final

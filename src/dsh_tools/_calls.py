@@ -161,7 +161,7 @@ def unchecked_tool_call(
     options and ``ModelToolCall`` its own fields): every field must have exactly the type
     ``ToolCall()`` requires, or the call misbehaves later instead of failing here.
     """
-    call: Any = _new(_ToolCallSlots)
+    call: Any = _ToolCallSlots()
     call.call_id = call_id
     call.name = name
     call.arguments = arguments
@@ -289,7 +289,7 @@ class ToolExecution(_ExecutionSlots):
         arguments: JsonValue,
         state: ExecState,
     ) -> ToolExecution:
-        self: Any = _new(_ExecutionSlots)
+        self: Any = _ExecutionSlots()
         call_id = call.call_id
         root = call.root_call_id
         self.call_id = call_id

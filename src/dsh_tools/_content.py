@@ -79,13 +79,12 @@ class ImageContent:
 
 
 _SET_TEXT = slot_setter(TextContent, "text")
-_new = object.__new__
 
 
 def text_block(text: str) -> TextContent:
     """``TextContent(text)`` for a ``text`` known to be a ``str``: without the class call and
     its ``__init__`` frame (the default renderer builds one per success)."""
-    block: Any = _new(_TextSlots)
+    block: Any = _TextSlots()
     block.text = text
     block.__class__ = TextContent  # sealed (see _slots)
     return block  # type: ignore[no-any-return]

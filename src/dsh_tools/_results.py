@@ -158,7 +158,7 @@ class ToolResult(_ToolResultSlots):
     ) -> ToolResult:
         """Build from fields that are already frozen and checked (the runtime's rebuilds)."""
         # No converter, no validator, no frozen __setattr__ (see _slots).
-        self: Any = _new(_ToolResultSlots)
+        self: Any = _ToolResultSlots()
         self.is_error = is_error
         self.content = content
         self.value = value
@@ -178,7 +178,7 @@ class ToolResult(_ToolResultSlots):
         concludes_turn: bool,
     ) -> ToolResult:
         """:meth:`_trusted` for a fresh success (positional: the body's hot path)."""
-        self: Any = _new(_ToolResultSlots)
+        self: Any = _ToolResultSlots()
         self.is_error = False
         self.content = content
         self.value = value
@@ -205,9 +205,6 @@ class ToolResult(_ToolResultSlots):
         from ._convert import structure_result
 
         return structure_result(data)
-
-
-_new = object.__new__
 
 
 def error_info_of(exc: BaseException) -> ErrorInfo | None:

@@ -95,7 +95,7 @@ def needs_finalize(state: ExecState, execution: ToolExecution, result: ToolResul
     """End a stage with a result that goes through post-execute: stage 3 comes next."""
     state.stage = Stage.NEEDS_FINALIZE
     # NeedsFinalize(execution, result) without attrs' frozen __setattr__ (see _slots).
-    step: Any = _new(_StepSlots)
+    step: Any = _StepSlots()
     step.execution = execution
     step.result = result
     step.__class__ = NeedsFinalize
@@ -105,10 +105,7 @@ def needs_finalize(state: ExecState, execution: ToolExecution, result: ToolResul
 def ready_to_dispatch(state: ExecState, execution: ToolExecution) -> ReadyToDispatch:
     """End stage 1 with the call allowed: stage 2 comes next."""
     state.stage = Stage.READY
-    step: Any = _new(_ReadySlots)
+    step: Any = _ReadySlots()
     step.execution = execution
     step.__class__ = ReadyToDispatch
     return step  # type: ignore[no-any-return]
-
-
-_new = object.__new__
