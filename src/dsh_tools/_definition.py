@@ -7,7 +7,7 @@ import inspect
 import logging
 import math
 from collections.abc import Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, Any, final
+from typing import TYPE_CHECKING, Any, Final, final
 
 import attrs
 
@@ -192,24 +192,30 @@ class ToolSchema:
         return {"name": self.name, "description": self.description, "parameters": self.parameters}
 
 
+# Module constants: an enum member read from its class is a slow attribute lookup, and
+# every call is classified.
+_PARALLEL: Final = ExecutionMode.PARALLEL
+_EXCLUSIVE: Final = ExecutionMode.EXCLUSIVE
+
+
 def classify(defn: ToolDefinition | None, arguments: object) -> ExecutionMode:
     """The execution mode of a call to ``defn`` (runtime.md §10). Never raises."""
     if defn is None:
-        return ExecutionMode.EXCLUSIVE
+        return _EXCLUSIVE
     safe = defn.is_concurrency_safe
     if safe is True:
-        return ExecutionMode.PARALLEL
+        return _PARALLEL
     if safe is False:
-        return ExecutionMode.EXCLUSIVE
+        return _EXCLUSIVE
     try:
         verdict = safe(arguments)
     except Exception:
         logger.debug("is_concurrency_safe of tool %r raised", defn.name, exc_info=True)
-        return ExecutionMode.EXCLUSIVE
+        return _EXCLUSIVE
     if verdict is True:
-        return ExecutionMode.PARALLEL
+        return _PARALLEL
     close_awaitable(verdict)
-    return ExecutionMode.EXCLUSIVE
+    return _EXCLUSIVE
 
 
 def close_awaitable(value: object) -> None:

@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 __all__ = ["create", "prepare", "prepare_now", "unhooked"]
 
 _ALLOW: Final = Allow()
+_CODE: Final = PresentationMode.CODE  # read from the class, an enum member is a slow lookup
 _ARGS_NOT_LOSSLESS: Final = "tool execution arguments must be losslessly JSON-serializable"
 
 
@@ -67,7 +68,7 @@ def create(runtime: ToolRuntime, call: ToolCall) -> ToolExecution:
     registry.in_flight += 1  # until stage 4 (statistics())
     if (
         call.parent is None
-        and (registry.declarations or registry.mode is PresentationMode.CODE)
+        and (registry.declarations or registry.mode is _CODE)
         and collapses(registry, call.name, scope)
     ):
         # A model-direct call under Code Mode: it fails in prepare and captures no
