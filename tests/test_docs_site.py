@@ -230,3 +230,20 @@ def test_a_screenshot_of_the_landing_page(site: Path, tmp_path: Path) -> None:
     data = shot.read_bytes()
     assert data.startswith(b"\x89PNG\r\n\x1a\n")
     assert len(data) > 10_000
+
+
+def test_the_reference_shows_no_private_base_class(site: Path) -> None:
+    """A public class's "Bases:" line names only classes a reader can look up: a private
+    base (the slot holders of the per-call values, decision 116) is an implementation
+    detail, and the reference has no entry for it."""
+    bases = re.compile(r"Bases: (.*)")
+    private: list[str] = []
+    shown: list[str] = []
+    for page in sorted((site / "reference").glob("*.html")):
+        text = html.unescape(re.sub(r"<[^>]+>", "", page.read_text(encoding="utf-8")))
+        for line in bases.findall(text):
+            names = [n.strip() for n in line.split(",")]
+            shown.extend(names)
+            private.extend(f"{page.name}: {n}" for n in names if n.rsplit(".", 1)[-1][:1] == "_")
+    assert private == [], private
+    assert "object" in shown  # a sealed value's line names its private base's own base

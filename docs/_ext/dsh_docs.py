@@ -86,8 +86,21 @@ class CommandDirective(SphinxDirective):
         return [block]
 
 
+def _public_bases(app: Any, name: str, obj: object, options: Any, bases: list[type]) -> None:
+    """Name only public classes on a class's "Bases:" line: a private base (the slots of
+    the values the runtime builds per call, decision 116) gives way to its own bases."""
+    public: list[type] = []
+    for base in bases:
+        if base.__name__.startswith("_"):
+            public.extend(b for b in base.__bases__ if b not in public)
+        elif base not in public:
+            public.append(base)
+    bases[:] = public
+
+
 def setup(app: Any) -> dict[str, Any]:
     app.add_directive("dsh-timeline", TimelineDirective)
     app.add_directive("dsh-command", CommandDirective)
     app.connect("autodoc-process-docstring", _process_docstring)
+    app.connect("autodoc-process-bases", _public_bases)
     return {"version": "1", "parallel_read_safe": True, "parallel_write_safe": True}
