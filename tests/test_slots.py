@@ -30,8 +30,8 @@ from dsh_tools import (
 )
 from dsh_tools._calls import ExecState, ToolExecution, unchecked_tool_call
 from dsh_tools._content import text_block
-from dsh_tools._results import ToolError, error_result
-from dsh_tools._slots import sealable, slot_setter
+from dsh_tools._results import ToolError, error_result, sealed_result
+from dsh_tools._slots import sealable, sealed_factory, slot_setter
 from dsh_tools._steps import NeedsFinalize, ReadyToDispatch, needs_finalize, ready_to_dispatch
 
 if TYPE_CHECKING:
@@ -52,7 +52,7 @@ _BUILT: dict[str, Callable[[], tuple[Any, Any]]] = {
     ),
     "TextContent": lambda: (text_block("ok"), TextContent("ok")),
     "ToolResult success": lambda: (
-        ToolResult._success((TextContent("ok"),), 3, _FROZEN, True),
+        sealed_result(False, (TextContent("ok"),), 3, None, _FROZEN, (), True),
         ToolResult(
             is_error=False, content=(TextContent("ok"),), value=3, meta=_FROZEN, concludes_turn=True
         ),
@@ -142,3 +142,43 @@ def test_a_slot_setter_writes_a_slot_its_class_inherits() -> None:
     call = ToolCall(call_id="c1", name="t")
     slot_setter(ToolCall, "name")(call, "renamed")
     assert call.name == "renamed"
+
+
+def test_a_sealed_factory_is_compiled_from_its_signature() -> None:
+    class Base:
+        __slots__ = ("__weakref__", "a", "b")
+
+    @sealable
+    @attrs.frozen
+    class Pair(Base):
+        a: int
+        b: str
+
+    @sealed_factory(Pair)
+    def pair(b: str, a: int) -> Pair:
+        """A Pair, by position or keyword."""
+        raise AssertionError("compiled by sealed_factory")  # pragma: no cover
+
+    assert pair("x", 1) == Pair(1, "x")
+    assert type(pair(a=2, b="y")) is Pair
+    assert (pair.__name__, pair.__doc__) == ("pair", "A Pair, by position or keyword.")
+    assert pair.__annotations__ == {"b": "str", "a": "int", "return": "Pair"}
+    assert pair.__qualname__.endswith("<locals>.pair")
+    assert unchecked_tool_call.__module__ == "dsh_tools._calls"
+
+    def missing(a: int) -> Pair:
+        raise AssertionError  # pragma: no cover
+
+    with pytest.raises(TypeError, match=r"missing\(\) must take exactly the fields of Pair"):
+        sealed_factory(Pair)(missing)
+
+    @attrs.frozen
+    class Wide(Base):
+        a: int
+        b: str
+        c: int
+
+    with pytest.raises(
+        TypeError, match=r"Wide must take all its slots from its base, not \('c',\)"
+    ):
+        sealed_factory(Wide)

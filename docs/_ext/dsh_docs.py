@@ -90,9 +90,11 @@ def _public_bases(app: Any, name: str, obj: object, options: Any, bases: list[ty
     """Name only public classes on a class's "Bases:" line: a private base (the slots of
     the values the runtime builds per call, decision 116) gives way to its own bases."""
     public: list[type] = []
-    for base in bases:
+    pending = list(bases)
+    while pending:
+        base = pending.pop(0)
         if base.__name__.startswith("_"):
-            public.extend(b for b in base.__bases__ if b not in public)
+            pending[:0] = base.__bases__
         elif base not in public:
             public.append(base)
     bases[:] = public

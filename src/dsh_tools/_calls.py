@@ -11,7 +11,7 @@ from ._abort import Abort
 from ._content import UserMessage
 from ._json import JsonValue
 from ._scope import Scope
-from ._slots import sealable, slot_setter
+from ._slots import sealable, sealed_factory, slot_setter
 
 if TYPE_CHECKING:
     from ._results import ToolResult
@@ -146,6 +146,7 @@ _SET_CALL_ROOT_CALL_ID = slot_setter(ToolCall, "root_call_id")
 _SET_CALL_PARENT = slot_setter(ToolCall, "parent")
 
 
+@sealed_factory(ToolCall)
 def unchecked_tool_call(
     call_id: str,
     name: str,
@@ -161,16 +162,7 @@ def unchecked_tool_call(
     options and ``ModelToolCall`` its own fields): every field must have exactly the type
     ``ToolCall()`` requires, or the call misbehaves later instead of failing here.
     """
-    call: Any = _ToolCallSlots()
-    call.call_id = call_id
-    call.name = name
-    call.arguments = arguments
-    call.scope = scope
-    call.abort = abort
-    call.root_call_id = root_call_id
-    call.parent = parent
-    call.__class__ = ToolCall  # sealed: from here on a frozen ToolCall (see _slots)
-    return call  # type: ignore[no-any-return]
+    raise AssertionError("compiled by sealed_factory")  # pragma: no cover
 
 
 class Stage:
@@ -241,21 +233,13 @@ class ExecState:
         return any(result is r for r in canonical)
 
 
-class _ExecutionSlots:
-    """:class:`ToolExecution`'s slots, writable: ``ToolExecution._make`` fills them (``_slots``)."""
+class _ExecutionSlots(_ToolCallSlots):
+    """:class:`ToolExecution`'s slots, writable: ``ToolExecution._make`` fills them (``_slots``).
 
-    __slots__ = (
-        "__weakref__",
-        "_state",
-        "abort",
-        "arguments",
-        "call_id",
-        "name",
-        "parent",
-        "root_call_id",
-        "scope",
-        "token",
-    )
+    An execution holds its call's fields, then its token and its private state.
+    """
+
+    __slots__ = ("_state", "token")
 
 
 @final

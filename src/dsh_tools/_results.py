@@ -10,7 +10,7 @@ import attrs
 from ._content import ContentBlock, TextContent, UserMessage, to_blocks
 from ._errors import AbortError, ErrorCode, HarnessError, normalize_message
 from ._json import JsonValue, freeze_json, is_lossless_str
-from ._slots import sealable
+from ._slots import sealable, sealed_factory
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -157,37 +157,9 @@ class ToolResult(_ToolResultSlots):
         concludes_turn: bool = False,
     ) -> ToolResult:
         """Build from fields that are already frozen and checked (the runtime's rebuilds)."""
-        # No converter, no validator, no frozen __setattr__ (see _slots).
-        self: Any = _ToolResultSlots()
-        self.is_error = is_error
-        self.content = content
-        self.value = value
-        self.error = error
-        self.meta = meta
-        self.additional_contexts = additional_contexts
-        self.concludes_turn = concludes_turn
-        self.__class__ = cls
-        return self  # type: ignore[no-any-return]
-
-    @classmethod
-    def _success(
-        cls,
-        content: tuple[ContentBlock, ...],
-        value: JsonValue,
-        meta: JsonValue | None,
-        concludes_turn: bool,
-    ) -> ToolResult:
-        """:meth:`_trusted` for a fresh success (positional: the body's hot path)."""
-        self: Any = _ToolResultSlots()
-        self.is_error = False
-        self.content = content
-        self.value = value
-        self.error = None
-        self.meta = meta
-        self.additional_contexts = ()
-        self.concludes_turn = concludes_turn
-        self.__class__ = cls
-        return self  # type: ignore[no-any-return]
+        return sealed_result(
+            is_error, content, value, error, meta, additional_contexts, concludes_turn
+        )
 
     def to_json(self) -> dict[str, Any]:
         """Return the durable JSON form (``value`` is never written; empty fields are omitted)."""
@@ -221,6 +193,21 @@ def error_info_of(exc: BaseException) -> ErrorInfo | None:
     if not is_lossless_str(name) or not is_lossless_str(code):
         return None
     return ErrorInfo(name, code)
+
+
+@sealed_factory(ToolResult)
+def sealed_result(
+    is_error: bool,
+    content: tuple[ContentBlock, ...],
+    value: JsonValue,
+    error: ToolError | None,
+    meta: JsonValue | None,
+    additional_contexts: tuple[UserMessage, ...],
+    concludes_turn: bool,
+) -> ToolResult:
+    """``ToolResult._trusted`` by position, for the body's hot path, which builds every
+    success so: no converter, no validator, no frozen ``__setattr__`` (see ``_slots``)."""
+    raise AssertionError("compiled by sealed_factory")  # pragma: no cover
 
 
 def error_result(exc: BaseException) -> ToolResult:

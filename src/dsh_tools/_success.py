@@ -9,13 +9,14 @@ from ._content import ImageContent, TextContent, text_block
 from ._definition import close_awaitable
 from ._errors import ToolOutputError, normalize_message
 from ._json import freeze_json
-from ._results import ToolResult, blocks_lossless
+from ._results import blocks_lossless, sealed_result
 
 if TYPE_CHECKING:
     from ._calls import ExecState, ToolExecution
     from ._content import ContentBlock
     from ._definition import ToolDefinition
     from ._json import JsonValue
+    from ._results import ToolResult
 
 __all__ = ["RESULT_NOT_LOSSLESS", "as_blocks", "build_success", "default_render"]
 
@@ -64,7 +65,7 @@ def build_success(
                 raise ToolOutputError(
                     name, ["output.presentation_meta returned non-lossless JSON"]
                 ) from None
-    result = ToolResult._success(content, frozen, meta, state.concluded)
+    result = sealed_result(False, content, frozen, None, meta, (), state.concluded)
     # Every string of this result is checked above (its content) or frozen (value, meta):
     # stage 4 need not check this very object again.
     state.lossless = result
