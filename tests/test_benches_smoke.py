@@ -7,6 +7,7 @@ peer frameworks are skipped only when the ``peers`` extra is not installed.
 
 from __future__ import annotations
 
+import subprocess
 import sys
 from pathlib import Path
 
@@ -359,8 +360,6 @@ def test_l102_code_wasi_scenario_at_a_tiny_size(wasi_cache_dir: Path) -> None:
 
 def test_the_instruction_count_workload_runs_every_mode() -> None:
     # In a child process, as valgrind runs it (modes s and S sleep for real).
-    import subprocess
-
     root = Path(__file__).resolve().parent.parent
     done = subprocess.run(
         [sys.executable, "-m", "benches.instructions", "40", "acdFwWgfrRsS"],

@@ -57,10 +57,10 @@ def sealed_factory(cls: type) -> Callable[[_F], _F]:
     """Compile the decorated signature into a factory of ``cls`` (see above).
 
     The decorated function's parameters name every field of ``cls`` once, in any order;
-    its body is never run (it only raises). The factory takes the values by position or keyword,
-    checks nothing (its callers pass checked, frozen values), fills an instance of
-    ``cls``'s base with them and seals it. It keeps the signature's name, docstring and
-    annotations.
+    its body is never run (it only raises). The factory takes the values by position or
+    keyword, checks nothing (its callers pass checked, frozen values), fills an instance
+    of ``cls``'s base with them and seals it. It keeps the signature's name, docstring
+    and annotations.
 
     Raises:
         TypeError: ``cls`` has slots of its own, or the parameters are not its fields.

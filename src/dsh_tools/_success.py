@@ -106,7 +106,7 @@ def default_render(args: JsonValue, value: JsonValue) -> list[ContentBlock]:
     if kind is bool or value is None:
         return [text_block(_JSON_CONSTANTS[value])]
     try:
-        return [TextContent(json.dumps(value, ensure_ascii=False, indent=2))]
+        return [text_block(json.dumps(value, ensure_ascii=False, indent=2))]
     except RecursionError:
         # json.dumps recurses once per level; the value itself is valid (it was frozen and
         # validated iteratively), it is only too deep to print this way.
